@@ -1,0 +1,123 @@
+"""The small interfaces each kind of component meets.
+
+Shape legend used across flowkit:
+    b  batch items            n  latent frames            d  latent channels
+    nt characters (text)      u  units (words)
+
+Conventions: the flow time t runs from 0 (noise ``x0``) to 1 (data ``x1``); t is drawn on
+the CPU from an explicit ``torch.Generator`` so a run does not depend on its device.
+Frames are latent frames at the store's frame rate (Hz); durations are in frames.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+
+
+@runtime_checkable
+class Schedule(Protocol):
+    """A probability path between noise x0 (t=0) and data x1 (t=1)."""
+
+    def sample(
+        self, x0: torch.Tensor, x1: torch.Tensor, t: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(x_t [b n d], target [b n d])`` for ``t [b]``: the network learns ``target``."""
+        ...
+
+    def velocity(self, x_t: torch.Tensor, t: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+        """dx/dt ``[b n d]`` at ``(x_t, t)`` from the network ``output`` (for ODE solvers)."""
+        ...
+
+
+@runtime_checkable
+class TSampler(Protocol):
+    def __call__(self, n: int, generator: torch.Generator) -> torch.Tensor:
+        """``n`` flow times in [0, 1], float32 on the CPU."""
+        ...
+
+
+@runtime_checkable
+class Solver(Protocol):
+    def __call__(
+        self,
+        field: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
+        x0: torch.Tensor,
+        steps: int,
+    ) -> torch.Tensor:
+        """Integrate dx/dt = ``field(x, t)`` from t=0 (``x0 [b n d]``) to t=1 in ``steps``."""
+        ...
+
+
+@runtime_checkable
+class BatchSampler(Protocol):
+    """Deals item indices into batches; deterministic from (seed, epoch) and resumable."""
+
+    def epoch_batches(self, lengths: np.ndarray, seed: int, epoch: int) -> list[list[int]]: ...
+
+
+@runtime_checkable
+class Logger(Protocol):
+    def log(self, record: Mapping[str, Any]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """Audio -> latents. ``params()`` is recorded in the store's attributes."""
+
+    sample_rate: int
+
+    @property
+    def frame_rate(self) -> float: ...
+
+    @property
+    def latent_dim(self) -> int: ...
+
+    def encode(self, audio: np.ndarray) -> np.ndarray:
+        """``audio [samples]`` float32 mono at `sample_rate` -> latents ``[n d]`` float32."""
+        ...
+
+    def params(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Vocoder(Protocol):
+    def __call__(self, latents: np.ndarray, store_attrs: Mapping[str, Any]) -> tuple[np.ndarray, int]:
+        """Latents ``[n d]`` (de-normalised) -> ``(audio [samples], sample_rate)``."""
+        ...
+
+
+@runtime_checkable
+class TextFrontEnd(Protocol):
+    def encode(self, text: str) -> list[int]: ...
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+
+@runtime_checkable
+class Aligner(Protocol):
+    def align(self, text: str, audio: np.ndarray, sample_rate: int, frame_rate: float) -> Sequence[tuple[int, int, int, int]]:
+        """Unit timings ``(char_start, char_end, frame_start, frame_end)`` for one clip."""
+        ...
+
+
+@runtime_checkable
+class LRSchedule(Protocol):
+    def __call__(self, update: int, total_updates: int) -> float:
+        """Learning-rate multiplier at optimizer update ``update`` (0-based)."""
+        ...
+
+
+@runtime_checkable
+class Pairing(Protocol):
+    """Chooses prompt and target span for each item of a batch (see flowkit.train.pairing)."""
+
+    def draws_per_item(self) -> int: ...
+
