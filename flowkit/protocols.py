@@ -89,8 +89,9 @@ class Encoder(Protocol):
 
 @runtime_checkable
 class Vocoder(Protocol):
-    def __call__(self, latents: np.ndarray, store_attrs: Mapping[str, Any]) -> tuple[np.ndarray, int]:
-        """Latents ``[n d]`` (de-normalised) -> ``(audio [samples], sample_rate)``."""
+    def __call__(self, latents: np.ndarray, encoder: Mapping[str, Any]) -> tuple[np.ndarray, int]:
+        """Latents ``[n d]`` (de-normalised) -> ``(audio [samples], Hz)``; ``encoder`` is the
+        store's encoder record ``{"name": ..., "params": {...}}``."""
         ...
 
 

@@ -93,6 +93,8 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "flowkit.loggers.tensorboard",
     "flowkit.loggers.wandb",
     "flowkit.synth.vocoders",
+    # Not a component: the gin-configurable ``Trainer`` settings every run file binds.
+    "flowkit.train.settings",
 )
 
 T = TypeVar("T")

@@ -1,1 +1,1 @@
-
+"""The flow: schedules (paths from noise to data), flow-time samplers, ODE solvers."""

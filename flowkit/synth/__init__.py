@@ -1,1 +1,1 @@
-
+"""Synthesis: from text (and an optional speaker prompt) to latents and audio."""

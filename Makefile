@@ -1,0 +1,23 @@
+# The two quick-start commands (see README.md) and a few helpers.
+.PHONY: setup demo test test-slow lint bench
+
+setup:
+	bash tools/setup.sh
+
+# Train gin/quickstart.gin on the bundled real speech, then write its report.
+demo: setup
+	.venv/bin/flowkit train gin/quickstart.gin --out runs/quickstart
+	.venv/bin/flowkit report runs/quickstart
+
+# The test suite (what CI runs).
+test: setup
+	.venv/bin/python -m pytest -n 2 tests plugins/flowkit-tsamplers/tests
+
+test-slow: setup
+	.venv/bin/python -m pytest -m slow tests
+
+lint: setup
+	.venv/bin/ruff check .
+
+bench: setup
+	for b in tools/bench_*.py; do .venv/bin/python $$b || exit 1; done

@@ -1,0 +1,151 @@
+"""The ``flowkit`` command line.
+
+Commands are thin: each parses its options and calls a library function. This module and
+the command modules import only typer at the top so that ``flowkit --help`` and every
+``COMMAND --help`` answer without importing torch, zarr or gin; the work's imports happen
+inside the command bodies.
+
+Errors: a `flowkit.errors.FlowkitError` prints one line (``error: ...``) to stderr and exits
+with its ``exit_code`` (see docs/cli.md); ``--debug`` shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from flowkit.cli import prepare as prepare_cmd
+from flowkit.cli import report as report_cmd
+from flowkit.cli import train as train_cmd
+
+app = typer.Typer(
+    name="flowkit",
+    help="Train flow-matching text-to-speech models from gin experiments.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+_STATE = {"debug": False}
+
+EXIT_INTERRUPTED = 130
+
+
+def _fail(message: str, code: int) -> None:
+    from flowkit.cli.console import err_console
+
+    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def guarded(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command body; user errors become one line and a non-zero exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from flowkit.errors import FlowkitError
+
+        if _STATE["debug"]:
+            return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except FlowkitError as exc:
+            from flowkit.config import one_line
+
+            _fail(_escape(one_line(exc)), exc.exit_code)
+        except KeyboardInterrupt:
+            _fail("interrupted", EXIT_INTERRUPTED)
+        except (TypeError, ValueError) as exc:
+            # gin marks errors raised while it builds a configurable; those come from a
+            # config value (a wrong argument), not from flowkit itself
+            if "In call to configurable" not in str(exc):
+                raise
+            from flowkit.config import one_line
+
+            _fail(_escape(f"config: {one_line(exc)}"), 2)
+
+    return wrapper
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks for errors.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    """Train flow-matching text-to-speech models from gin experiments.
+
+    Quick start: `flowkit train gin/quickstart.gin --out runs/quickstart`.
+    Docs: docs/ in the repository; every component: `flowkit plugins`.
+    """
+    _STATE["debug"] = debug
+    if version:
+        from flowkit import __version__
+
+        typer.echo(f"flowkit {__version__}")
+        raise typer.Exit(0)
+
+
+@app.command("plugins")
+@guarded
+def plugins(
+    kind: Annotated[Optional[str], typer.Argument(help="Only this kind (schedule, loss, ...).")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="Print the gin reference as markdown.")] = False,
+) -> None:
+    """List registered components: kind, name, source distribution, summary, parameters."""
+    from flowkit import registry
+    from flowkit.cli.plugins_view import print_markdown, print_table
+
+    registry.load_plugins()
+    comps = registry.components(kind)
+    if markdown:
+        print_markdown(comps)
+    else:
+        print_table(comps, kind)
+
+
+@app.command("config")
+@guarded
+def config(
+    files: Annotated[list[Path], typer.Argument(help="Gin files, in order (includes resolved).")],
+    binding: Annotated[
+        Optional[list[str]], typer.Option("-b", "--binding", help="A gin binding, applied last; repeatable.")
+    ] = None,
+) -> None:
+    """Parse a config and print every binding in force, without training."""
+    from flowkit import config as gin_config
+    from flowkit.cli.console import console
+
+    parsed = gin_config.parse(files, binding or ())
+    console.print(f"# files: {', '.join(str(f) for f in parsed.files)}", highlight=False, markup=False)
+    if parsed.bindings:
+        console.print(f"# bindings: {'; '.join(parsed.bindings)}", highlight=False, markup=False)
+    console.print(gin_config.config_text(), highlight=False, markup=False, soft_wrap=True)
+
+
+app.command("prepare")(guarded(prepare_cmd.prepare))
+app.command("train")(guarded(train_cmd.train))
+app.command("resume")(guarded(train_cmd.resume))
+app.command("init-from")(guarded(train_cmd.init_from))
+app.command("report")(guarded(report_cmd.report))
+app.command("synthesize")(guarded(report_cmd.synthesize))
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="flowkit")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

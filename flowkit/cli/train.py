@@ -1,0 +1,110 @@
+"""``flowkit train``, ``flowkit resume`` and ``flowkit init-from``: thin wrappers over
+`flowkit.train.run`. Only typer, pathlib and typing are imported here; torch, gin and
+the data stack load inside the command bodies so ``--help`` stays fast.
+
+Exit codes (docs/cli.md): 0 finished, 1 other error, 2 config, 3 data, 4 resume or
+checkpoint refused, 5 training stopped (non-finite loss, full disk, busy run directory),
+130 stopped by Ctrl-C or SIGTERM after writing a checkpoint (``flowkit resume`` continues).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+_EXIT_CODES = (
+    "Exit codes: 0 finished; 1 error; 2 config; 3 data; 4 resume/checkpoint refused; "
+    "5 training stopped (non-finite loss, disk full, run directory busy); "
+    "130 stopped by Ctrl-C/SIGTERM after saving a checkpoint (continue with flowkit resume)."
+)
+
+_Bindings = Annotated[
+    Optional[list[str]],
+    typer.Option("-b", "--binding", help="A gin binding such as 'Trainer.lr = 1e-4', applied last; repeatable."),
+]
+_Data = Annotated[
+    Optional[list[Path]],
+    typer.Option("--data", help="A latent store (zarr) to train on; repeatable. Default: Trainer.data, else the bundled demo store."),
+]
+_Steps = Annotated[Optional[int], typer.Option("--steps", help="Optimizer updates in total (sets Trainer.steps).", min=1)]
+_Device = Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto (CUDA when available).")]
+
+
+def _finish(outcome: object) -> None:
+    from flowkit.train.run import RunOutcome
+
+    assert isinstance(outcome, RunOutcome)
+    if outcome.interrupted:
+        raise typer.Exit(130)
+
+
+def train(
+    config: Annotated[Path, typer.Argument(help="The experiment's gin file (includes resolve relative to it).")],
+    binding: _Bindings = None,
+    data: _Data = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
+    steps: _Steps = None,
+    device: _Device = "auto",
+) -> None:
+    """Start a training run from a gin experiment.
+
+    A run directory that already holds checkpoints is refused (continue it with
+    `flowkit resume RUN_DIR`). Ctrl-C or SIGTERM finish the current step, write a
+    checkpoint and exit 130.
+    """
+    from flowkit.train.run import default_run_dir, train as run_train
+
+    outcome = run_train(
+        [config], binding or (), data=data or (), out=out or default_run_dir(config), steps=steps, device=device
+    )
+    _finish(outcome)
+
+
+train.__doc__ = f"{train.__doc__}\n\n    {_EXIT_CODES}"
+
+
+def resume(
+    run_dir: Annotated[Path, typer.Argument(help="A run directory written by flowkit train.")],
+    steps: _Steps = None,
+    binding: _Bindings = None,
+    device: _Device = "auto",
+) -> None:
+    """Continue a run from its newest valid checkpoint, bit-identically.
+
+    The run's config.gin is re-read; only logging, evaluation, saving and a higher
+    --steps may differ from the checkpoint's config. Changed data are refused.
+    """
+    from flowkit.train.run import resume as run_resume
+
+    _finish(run_resume(run_dir, steps=steps, bindings=binding or (), device=device))
+
+
+resume.__doc__ = f"{resume.__doc__}\n\n    {_EXIT_CODES}"
+
+
+def init_from(
+    parent_checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory (RUN/checkpoints/step-N or RUN/best/step-N) or a run directory.")],
+    config: Annotated[Path, typer.Argument(help="The new run's gin file.")],
+    binding: _Bindings = None,
+    data: _Data = None,
+    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
+    steps: _Steps = None,
+    device: _Device = "auto",
+) -> None:
+    """Start a new run from another run's weights, EMA and latent stats (a fine-tune).
+
+    The optimizer, learning-rate schedule, sampler and random streams start fresh. The
+    model configs must match, except dur_cond 'none' -> 'emotion'.
+    """
+    from flowkit.train.run import default_run_dir, init_from as run_init_from
+
+    outcome = run_init_from(
+        parent_checkpoint, [config], binding or (), data=data or (), out=out or default_run_dir(config),
+        steps=steps, device=device,
+    )
+    _finish(outcome)
+
+
+init_from.__doc__ = f"{init_from.__doc__}\n\n    {_EXIT_CODES}"

@@ -1,0 +1,420 @@
+"""gin glue: load experiment files and ``-b`` bindings, explain every error in one line.
+
+`parse` is the one way flowkit reads a config:
+
+1. every built-in component module and installed plugin is imported first
+   (`flowkit.registry.load_plugins`), because gin only knows configurables that exist;
+2. ``include 'x.gin'`` is resolved against the *including file's* directory first, then
+   the working directory, ``./gin`` and the repository's ``gin/`` (gin itself resolves
+   against the working directory only, gin-config #104), so an experiment includes its
+   base file from wherever it is run;
+3. files are parsed in include order, then the command-line bindings, which come last
+   and so override the files;
+4. gin's errors become a `ConfigError` naming the file and line, the offending text and,
+   for a misspelled component or parameter, the closest registered names.
+
+gin is global state: parse once per process (tests clear it between cases) and hand
+worker processes the bindings explicitly (`ParsedConfig.sources` carries the exact text).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import inspect
+import io
+import re
+import tokenize
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import attrs
+import gin
+
+from flowkit import registry
+from flowkit.errors import ConfigError, FlowkitError
+
+__all__ = [
+    "ConfigDiff",
+    "ParsedConfig",
+    "config_diff",
+    "config_text",
+    "one_line",
+    "parse",
+    "parse_bindings",
+    "resolve_config_file",
+    "search_path",
+]
+
+REPO_GIN = Path(__file__).resolve().parent.parent / "gin"
+_INCLUDE = re.compile(r"""^\s*include\s+(['"])(?P<path>.+?)\1\s*(#.*)?$""")
+
+
+@attrs.frozen
+class ParsedConfig:
+    """What a parse read: the files in include order with their exact text, and the bindings."""
+
+    files: tuple[Path, ...]
+    sources: tuple[tuple[str, str], ...]  # (resolved path, text) of every file, include order
+    bindings: tuple[str, ...]
+
+    @property
+    def text(self) -> str:
+        """The resolved config (every binding in force) as gin text."""
+        return config_text()
+
+
+def search_path(cwd: Path | None = None) -> list[Path]:
+    """Directories searched for a config file or include not found relative to its includer."""
+    cwd = Path.cwd() if cwd is None else cwd
+    out = [cwd, cwd / "gin"]
+    if REPO_GIN.is_dir():
+        out.append(REPO_GIN)
+    return out
+
+
+def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Path:
+    """The config file ``name`` refers to.
+
+    Raises:
+        ConfigError: not found; the message lists where it was looked for.
+    """
+    path = Path(name)
+    candidates: list[Path] = []
+    if path.is_absolute():
+        candidates.append(path)
+    else:
+        if relative_to is not None:
+            candidates.append(relative_to / path)
+        candidates += [d / path for d in search_path()]
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    where = ", ".join(str(c.parent) for c in candidates)
+    hint = ""
+    pool = {p.name for d in search_path() if d.is_dir() for p in d.glob("*.gin")}
+    near = registry.closest(path.name, sorted(pool))
+    if near:
+        hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)"
+    raise ConfigError(f"config file {str(name)!r} not found{hint}; looked in: {where}")
+
+
+def _expand(path: Path, order: list[tuple[Path, str]], stack: tuple[Path, ...]) -> None:
+    """Depth-first include expansion: includes before the file that includes them."""
+    if path in stack:
+        chain = " -> ".join(str(p) for p in (*stack, path))
+        raise ConfigError(f"include cycle: {chain}; remove one of the includes")
+    text = path.read_text(encoding="utf-8")
+    kept: list[str] = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        m = _INCLUDE.match(line)
+        if m is None:
+            kept.append(line)
+            continue
+        try:
+            included = resolve_config_file(m.group("path"), relative_to=path.parent)
+        except ConfigError as exc:
+            raise ConfigError(f"{path}:{lineno}: {exc}") from None
+        _expand(included, order, (*stack, path))
+        kept.append("")  # keep line numbers of the rest of the file
+    order.append((path, "\n".join(kept) + "\n"))
+
+
+def _parse_text(text: str, name: str) -> None:
+    stream = io.StringIO(text)
+    stream.name = name  # gin reports errors against this name
+    gin.parse_config(stream)
+
+
+def parse(
+    files: Sequence[str | Path] = (),
+    bindings: Sequence[str] = (),
+    *,
+    finalize: bool = False,
+    clear: bool = True,
+) -> ParsedConfig:
+    """Parse gin ``files`` (with their includes) and then ``bindings``.
+
+    Args:
+        files: experiment files; a bare name is looked up in the search path.
+        bindings: gin statements such as ``"Trainer.steps = 100"``, applied last.
+        finalize: lock the config afterwards (later bindings are then an error).
+        clear: start from an empty config (the default; gin is global state).
+
+    Returns:
+        The files read, their exact text in include order, and the bindings.
+
+    Raises:
+        ConfigError: a missing file, a gin syntax error, an unknown component or
+            parameter, a value of the wrong type, or a locked config — one line each.
+        RegistryError: a plugin could not be loaded.
+    """
+    registry.load_plugins()
+    if clear:
+        gin.clear_config()
+    order: list[tuple[Path, str]] = []
+    resolved = [resolve_config_file(f) for f in files]
+    for path in resolved:
+        _expand(path, order, ())
+    sources = [(text, str(path)) for path, text in order]
+    sources += [(b + "\n", f"-b/--binding #{i}") for i, b in enumerate(bindings, start=1)]
+    for text, name in sources:
+        try:
+            _parse_text(text, name)
+        except FlowkitError:
+            raise
+        except (ValueError, SyntaxError, tokenize.TokenError, RuntimeError, KeyError, TypeError) as exc:
+            raise ConfigError(_explain(exc, name, text)) from exc
+    _check_types()
+    if finalize:
+        gin.finalize()
+    return ParsedConfig(
+        files=tuple(resolved),
+        sources=tuple((str(p), p.read_text(encoding="utf-8")) for p, _ in order),
+        bindings=tuple(bindings),
+    )
+
+
+def parse_bindings(bindings: Sequence[str]) -> ParsedConfig:
+    """Parse command-line bindings alone (e.g. for ``flowkit prepare -b ...``)."""
+    return parse((), bindings)
+
+
+def config_text() -> str:
+    """Every binding in force, as gin text (what a run saves as ``config.gin``)."""
+    return gin.config_str()
+
+
+# ---- error translation ----------------------------------------------------------------
+
+_LOCATION = re.compile(r'In file "(?P<file>[^"]+)", line (?P<line>\d+)|In bindings string line (?P<bline>\d+)')
+
+
+def _known_configurables() -> list[str]:
+    names = set()
+    for _, configurable in gin.config._REGISTRY.items():  # gin 0.5 has no public listing
+        module = configurable.module or ""
+        names.add(f"{module}.{configurable.name}" if module in registry.KINDS else configurable.name)
+    return sorted(names)
+
+
+def _parameters_of(selector: str) -> list[str]:
+    comp = next((c for c in registry.components() if c.gin_name == selector), None)
+    if comp is not None:
+        return comp.parameter_names()
+    try:
+        configurable = gin.config._REGISTRY.get_match(selector)
+    except (KeyError, ValueError):
+        return []
+    if configurable is None:
+        return []
+    target = configurable.wrapped
+    if attrs.has(target):
+        return [f.alias or f.name for f in attrs.fields(target) if f.init]
+    fn = target.__init__ if inspect.isclass(target) else target
+    return [p for p in inspect.signature(fn).parameters if p != "self"]
+
+
+def _suggest(word: str, pool: Iterable[str]) -> str:
+    near = registry.closest(word, list(pool))
+    return f"did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
+
+
+def _explain(exc: BaseException, source: str = "", source_text: str = "") -> str:
+    """One line for a gin error in ``source``: where, what, and the fix."""
+    text = str(exc)
+    lines = text.splitlines()
+    where = source
+    offending = ""
+    for i, line in enumerate(lines):
+        m = _LOCATION.search(line)
+        if m:
+            if m.group("file"):
+                where = f"{m.group('file')}:{m.group('line')}"
+            elif source.startswith("-b"):
+                where = source
+            else:
+                where = f"{source}:{m.group('bline')}"
+            if i + 1 < len(lines):
+                offending = lines[i + 1].strip()
+    if isinstance(exc, SyntaxError) and exc.filename:
+        where = f"{exc.filename}:{exc.lineno}"
+        offending = (exc.text or "").strip()
+        head = f"gin syntax error: {exc.msg}"
+    elif isinstance(exc, tokenize.TokenError):
+        head = f"gin syntax error: {exc.args[0]} (an unclosed bracket or quote?)"
+        # tokenize reports where the input ended; the culprit is the last statement begun
+        stripped = [(i, ln) for i, ln in enumerate(source_text.splitlines(), 1) if ln.strip()]
+        starts = [(i, ln) for i, ln in stripped if not ln[0].isspace()]
+        if starts:
+            where = f"{source}:{starts[-1][0]}"
+            offending = starts[-1][1].strip()
+    else:
+        head = lines[0] if lines else type(exc).__name__
+    fix = ""
+    m = re.search(r"No configurable matching (?:reference )?'@?([\w.]+)(?:\(\))?'", head)
+    if m:
+        name = m.group(1)
+        fix = _suggest(name, _known_configurables()) or "see `flowkit plugins` for the registered names"
+        head = f"unknown component or configurable {name!r}"
+    m = re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", head)
+    if m:
+        selector, param = m.group(1), m.group(2)
+        params = _parameters_of(selector)
+        fix = _suggest(param, params) or (f"its parameters are: {', '.join(params)}" if params else "")
+        head = f"{selector} has no parameter {param!r}"
+    if "locked Gin config" in head:
+        head = "the config is locked (training has started)"
+        fix = "pass bindings with -b before the run starts, or change the gin file"
+    parts = [p for p in (where, head) if p]
+    msg = ": ".join(parts)
+    if offending:
+        msg += f" -- `{offending}`"
+    if fix:
+        msg += f"; {fix}"
+    return msg
+
+
+def one_line(exc: BaseException) -> str:
+    """A one-line rendering of an error that gin may have augmented with location lines."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    if not lines:
+        return type(exc).__name__
+    head = lines[0]
+    calls = [ln for ln in lines[1:] if ln.startswith("In call to configurable")]
+    if calls:
+        m = re.search(r"'([^']+)'", calls[-1])
+        if m:
+            head += f" (building {m.group(1)})"
+    return head
+
+
+# ---- parse-time type checks ----------------------------------------------------------
+
+
+def _accepts(annotation: object, value: object) -> bool | None:
+    """Whether ``value`` fits a simple annotation; None when the annotation is not checked."""
+    if type(value).__name__ in ("ConfigurableReference", "MacroProxy", "_UnknownConfigurableReference"):
+        return None  # references and macros are checked when they are built
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        verdicts = [_accepts(a, value) for a in typing.get_args(annotation)]
+        if any(v is None for v in verdicts):
+            return None
+        return any(verdicts)
+    if origin is typing.Literal:
+        return value in typing.get_args(annotation)
+    if annotation is type(None):
+        return value is None
+    if annotation is bool:
+        return isinstance(value, bool)
+    if annotation is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if annotation is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if annotation is str:
+        return isinstance(value, str)
+    if origin in (tuple, list, typing.Sequence) or annotation in (tuple, list):
+        return isinstance(value, (tuple, list))
+    return None
+
+
+def _check_types() -> None:
+    """Refuse a binding whose value cannot be the attrs field's declared type."""
+    for (scope, selector), params in gin.config._CONFIG.items():
+        try:
+            configurable = gin.config._REGISTRY.get_match(selector)
+        except (KeyError, ValueError):
+            continue
+        if configurable is None or not attrs.has(configurable.wrapped):
+            continue
+        cls = configurable.wrapped
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # unresolvable forward references: leave it to run time
+            continue
+        fields = {f.alias or f.name: f for f in attrs.fields(cls)}
+        for param, value in params.items():
+            field = fields.get(param)
+            if field is None or field.name not in hints:
+                continue
+            if _accepts(hints[field.name], value) is False:
+                name = configurable.name if hasattr(configurable, "name") else selector
+                full = f"{scope}/{name}" if scope else name
+                raise ConfigError(
+                    f"{full}.{param} = {value!r}: expected {registry._type_name(hints[field.name])}, "
+                    f"got {type(value).__name__}; fix the value in the gin file or -b binding"
+                )
+
+
+# ---- comparing configs (resume) ------------------------------------------------------
+
+
+@attrs.frozen
+class ConfigDiff:
+    """Bindings that differ between two configs, split by an allow-list."""
+
+    allowed: dict[str, tuple[str | None, str | None]]
+    refused: dict[str, tuple[str | None, str | None]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
+
+    def describe(self) -> str:
+        """The refused changes on one line, e.g. ``Trainer.lr: 0.001 -> 0.002``."""
+        return "; ".join(f"{k}: {a} -> {b}" for k, (a, b) in sorted(self.refused.items()))
+
+
+def _bindings_of(text: str) -> dict[str, str]:
+    """``{selector.param: value text}`` of a gin text as written by `config_text`."""
+    out: dict[str, str] = {}
+    statement: list[str] = []
+
+    def flush() -> None:
+        if not statement:
+            return
+        joined = " ".join(s.strip() for s in statement)
+        key, sep, value = joined.partition("=")
+        if sep:
+            # gin wraps long values over lines; compare them without layout
+            value = re.sub(r"\s+", "", value)
+            out[key.strip()] = re.sub(r",([\]\)}])", r"\1", value)
+        statement.clear()
+
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith(("'", '"')) else raw
+        if not line.strip():
+            continue
+        if line[0].isspace() and statement:  # continuation of a multi-line value
+            statement.append(line)
+            continue
+        flush()
+        statement.append(line)
+    flush()
+    return out
+
+
+def config_diff(old_text: str, new_text: str, allow: Iterable[str] = ()) -> ConfigDiff:
+    """Compare two gin texts binding by binding.
+
+    Args:
+        old_text, new_text: configs as written by `config_text` (e.g. a run's ``config.gin``).
+        allow: fnmatch patterns of binding keys that may change (``"Trainer.log_every"``,
+            ``"logger.*"``).
+
+    Returns:
+        A `ConfigDiff`; a binding missing on one side shows ``None`` there.
+    """
+    old, new = _bindings_of(old_text), _bindings_of(new_text)
+    patterns = list(allow)
+    allowed: dict[str, tuple[str | None, str | None]] = {}
+    refused: dict[str, tuple[str | None, str | None]] = {}
+    for key in sorted(set(old) | set(new)):
+        a, b = old.get(key), new.get(key)
+        if a == b:
+            continue
+        target = allowed if any(fnmatch.fnmatchcase(key, p) for p in patterns) else refused
+        target[key] = (a, b)
+    return ConfigDiff(allowed, refused)

@@ -1,0 +1,241 @@
+"""Reading prepare inputs: LJSpeech-style directories and JSONL/CSV manifests.
+
+A directory input holds ``metadata.csv`` (pipe-separated, no header) and the audio in
+``wavs/<id>.{wav,flac,ogg}``. Its columns are named by a layout, e.g.
+``id,text,normalized_text`` (LJSpeech) or ``id,text,speaker,language`` (asterisk-5voice);
+``auto`` picks one from the column count of the first line (2: ``id,text``; 3: LJSpeech;
+4: ``id,text,speaker,language``). When a ``normalized_text`` column is present and
+non-empty it is the segment's text (numbers spelled out, as the model should read them).
+
+A manifest input is a ``.jsonl`` file (one JSON object per line) or a ``.csv`` file with a
+header row; fields ``audio`` (path, relative to the manifest's folder) and ``text`` are
+required, ``id`` (default: the audio file's stem), ``speaker``, ``language``, ``emotion``,
+``intensity`` (0..1) and ``split`` (``train``/``val``) are optional.
+
+Bad lines are not errors: each becomes a `Rejection` with a reason and the rest goes on.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import attrs
+
+from flowkit.data.audio import AUDIO_SUFFIXES
+from flowkit.data.labels import EMOTIONS
+from flowkit.errors import DataError
+
+LAYOUT_COLUMNS = ("id", "text", "normalized_text", "speaker", "language", "emotion", "intensity", "split", "_")
+AUTO_LAYOUTS = {2: "id,text", 3: "id,text,normalized_text", 4: "id,text,speaker,language"}
+SPLITS = ("train", "val")
+_ISO_639_1 = re.compile(r"^[a-z]{2}$")
+
+
+@attrs.frozen
+class Item:
+    """One clip to prepare, as the input describes it (nothing decoded yet)."""
+
+    segment_id: str
+    audio: Path
+    text: str
+    speaker: str
+    language: str
+    emotion: str = ""
+    intensity: float = math.nan
+    split: str | None = None  # None: prepare assigns one
+    source: str = ""  # "file:line", for rejection reports
+
+
+@attrs.frozen
+class Rejection:
+    """An input item that was skipped, and why (one line of the rejections file)."""
+
+    segment_id: str
+    reason: str
+    detail: str
+    source: str = ""
+
+    def to_dict(self) -> dict[str, str]:
+        return attrs.asdict(self)
+
+
+def language_ok(language: str, allowed: Sequence[str] | None) -> bool:
+    """Whether ``language`` is accepted: "" (unknown) always; else in ``allowed``, or any ISO-639-1 code when None."""
+    if language == "":
+        return True
+    if allowed is None:
+        return bool(_ISO_639_1.match(language))
+    return language in allowed
+
+
+def parse_layout(layout: str, first_line_columns: int, path: Path) -> list[str]:
+    """Column names of a metadata.csv for ``layout`` ("auto" or comma-separated names).
+
+    Raises:
+        DataError: an unknown column name, no ``id``/``text`` column, or ``auto`` with a
+            column count it cannot guess.
+    """
+    if layout == "auto":
+        if first_line_columns not in AUTO_LAYOUTS:
+            raise DataError(
+                f"{path}: cannot guess the layout of {first_line_columns} columns; pass --layout, "
+                f"e.g. --layout id,text,speaker,language,emotion (columns: {', '.join(LAYOUT_COLUMNS)})"
+            )
+        layout = AUTO_LAYOUTS[first_line_columns]
+    columns = [c.strip() for c in layout.split(",")]
+    for c in columns:
+        if c not in LAYOUT_COLUMNS:
+            raise DataError(f"--layout {layout!r}: unknown column {c!r}; known: {', '.join(LAYOUT_COLUMNS)}")
+    if "id" not in columns or "text" not in columns:
+        raise DataError(f"--layout {layout!r} needs an 'id' and a 'text' column")
+    return columns
+
+
+def _find_audio(wavs: Path, segment_id: str) -> Path | None:
+    for suffix in AUDIO_SUFFIXES:
+        candidate = wavs / f"{segment_id}{suffix}"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _item_from_fields(
+    fields: dict[str, str], audio: Path | None, source: str, default_speaker: str, default_language: str,
+    languages: Sequence[str] | None,
+) -> Item | Rejection:
+    segment_id = fields.get("id", "").strip()
+    if not segment_id:
+        return Rejection("", "missing_id", "the line has no id", source)
+    text = (fields.get("normalized_text") or "").strip() or (fields.get("text") or "").strip()
+    if not text:
+        return Rejection(segment_id, "missing_text", "the text is empty", source)
+    if audio is None:
+        return Rejection(segment_id, "missing_audio", f"no audio file {segment_id}{{{','.join(AUDIO_SUFFIXES)}}}", source)
+    language = (fields.get("language") or default_language).strip()
+    if not language_ok(language, languages):
+        allowed = "ISO-639-1 two-letter codes" if languages is None else ", ".join(languages)
+        return Rejection(segment_id, "unknown_language", f"language {language!r} (allowed: {allowed})", source)
+    emotion = (fields.get("emotion") or "").strip().lower()
+    if emotion and emotion not in EMOTIONS:
+        return Rejection(segment_id, "unknown_emotion", f"emotion {emotion!r} (known: {', '.join(EMOTIONS)})", source)
+    raw_intensity = str(fields.get("intensity") or "").strip()
+    intensity = math.nan
+    if raw_intensity:
+        try:
+            intensity = float(raw_intensity)
+        except ValueError:
+            intensity = -1.0
+        if not 0.0 <= intensity <= 1.0:
+            return Rejection(segment_id, "bad_intensity", f"intensity {raw_intensity!r} is not a number in [0, 1]", source)
+    split = (fields.get("split") or "").strip() or None
+    if split is not None and split not in SPLITS:
+        return Rejection(segment_id, "bad_split", f"split {split!r} (known: {', '.join(SPLITS)})", source)
+    speaker = (fields.get("speaker") or "").strip() or default_speaker
+    return Item(segment_id, audio, text, speaker, language, emotion, intensity, split, source)
+
+
+def read_metadata_dir(
+    root: Path, layout: str, default_speaker: str, default_language: str, languages: Sequence[str] | None
+) -> Iterator[Item | Rejection]:
+    """Items of an LJSpeech-style directory, or a Rejection per bad line.
+
+    Raises:
+        DataError: no metadata.csv, or a layout that cannot be used.
+    """
+    meta = root / "metadata.csv"
+    if not meta.is_file():
+        raise DataError(f"{root}: no metadata.csv (expected an LJSpeech-style folder with metadata.csv and wavs/)")
+    lines = meta.read_text(encoding="utf-8-sig").splitlines()
+    first = next((ln for ln in lines if ln.strip()), "")
+    columns = parse_layout(layout, len(first.split("|")), meta)
+    speaker = default_speaker or root.name
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        source = f"{meta}:{number}"
+        parts = line.split("|")
+        if len(parts) != len(columns):
+            seg = parts[0].strip() if parts else ""
+            yield Rejection(seg, "bad_columns", f"{len(parts)} columns, layout {','.join(columns)} has {len(columns)}", source)
+            continue
+        fields = dict(zip(columns, parts, strict=True))
+        audio = _find_audio(root / "wavs", fields["id"].strip()) if fields["id"].strip() else None
+        yield _item_from_fields(fields, audio, source, speaker, default_language, languages)
+
+
+def read_manifest(
+    path: Path, default_speaker: str, default_language: str, languages: Sequence[str] | None
+) -> Iterator[Item | Rejection]:
+    """Items of a ``.jsonl`` or headed ``.csv`` manifest, or a Rejection per bad line.
+
+    Raises:
+        DataError: an unreadable manifest, or a CSV without an ``audio`` column.
+    """
+    speaker = default_speaker or path.parent.name
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the manifest ({exc.strerror})") from None
+    records: list[tuple[int, dict[str, str] | None, str]] = []
+    if path.suffix.lower() == ".jsonl":
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+                if not isinstance(obj, dict):
+                    raise ValueError("not a JSON object")
+                records.append((number, {k: "" if v is None else str(v) for k, v in obj.items()}, ""))
+            except ValueError as exc:
+                records.append((number, None, str(exc)))
+    else:
+        reader = csv.DictReader(text.splitlines())
+        if reader.fieldnames is None or "audio" not in reader.fieldnames:
+            raise DataError(f"{path}: a CSV manifest needs a header row with an 'audio' column")
+        for number, row in enumerate(reader, start=2):
+            if None in row or any(v is None for v in row.values()):
+                records.append((number, None, "wrong column count"))
+            else:
+                records.append((number, row, ""))
+    for number, fields, problem in records:
+        source = f"{path}:{number}"
+        if fields is None:
+            yield Rejection("", "bad_line", problem, source)
+            continue
+        raw_audio = fields.get("audio", "").strip()
+        if not raw_audio:
+            yield Rejection(fields.get("id", ""), "missing_audio", "no 'audio' field", source)
+            continue
+        audio = Path(raw_audio)
+        if not audio.is_absolute():
+            audio = path.parent / audio
+        fields.setdefault("id", "")
+        if not fields["id"].strip():
+            fields["id"] = audio.stem
+        yield _item_from_fields(fields, audio if audio.is_file() else None, source, speaker, default_language, languages)
+
+
+def read_inputs(
+    inputs: Sequence[Path], layout: str, default_speaker: str, default_language: str, languages: Sequence[str] | None
+) -> Iterator[Item | Rejection]:
+    """Items of every input in order (directories and manifests may be mixed).
+
+    Raises:
+        DataError: an input that is neither a folder with metadata.csv nor a .jsonl/.csv manifest.
+    """
+    for path in inputs:
+        path = Path(path)
+        if path.is_dir():
+            yield from read_metadata_dir(path, layout, default_speaker, default_language, languages)
+        elif path.is_file() and path.suffix.lower() in (".jsonl", ".csv"):
+            yield from read_manifest(path, default_speaker, default_language, languages)
+        else:
+            raise DataError(
+                f"{path}: not an input flowkit can read; give a folder with metadata.csv + wavs/, "
+                "or a .jsonl/.csv manifest"
+            )

@@ -1,0 +1,370 @@
+"""`flowkit prepare`: audio + transcripts -> a latent store.
+
+The parent process reads the inputs, hands clips to worker processes (spawn context;
+workers decode, resample, measure and encode, and never touch zarr) and writes their
+results into the store in input order, so the same inputs always give the same store
+and fingerprint. Bad input never stops the run: each skipped clip is a `Rejection`
+with a reason, written to ``<store>/rejections.jsonl`` and counted in the summary.
+
+Settings are the gin configurable ``prepare`` (e.g. ``-b "prepare.max_seconds = 12"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import attrs
+import gin
+import numpy as np
+
+from flowkit.data import audio as audio_mod
+from flowkit.data import aligners as _aligners  # noqa: F401  registers aligner.energy
+from flowkit.data import encoders as _encoders  # noqa: F401  registers encoder.log_mel
+from flowkit.data.labels import loudness_bucket, rate_bucket
+from flowkit.data.manifest import Item, Rejection, read_inputs
+from flowkit.data.store import (
+    DEFAULT_CHUNK_FRAMES,
+    REJECTIONS_FILE,
+    SegmentRecord,
+    StoreReader,
+    StoreWriter,
+)
+from flowkit.data.textgrid import TextGridError, read_word_intervals, units_from_intervals
+from flowkit.errors import DataError
+
+
+@gin.configurable("prepare")
+@attrs.frozen
+class PrepareSettings:
+    """What prepare accepts and how it writes (gin: ``prepare.<field>``)."""
+
+    min_seconds: float = 0.3  # shorter clips are rejected (too_short)
+    max_seconds: float = 30.0  # longer clips are rejected (too_long)
+    # Clips whose 95th-percentile 10 ms level is below this are silent. The corpus's
+    # *_silence-N clips measure <= -79.7 dBFS, its quietest speech >= -19.4 dBFS.
+    silence_dbfs: float = -50.0
+    val_fraction: float = 0.05  # share of segments hashed into the "val" split
+    min_val_per_speaker: int = 1  # val segments each speaker gets when it has more than this many
+    languages: tuple[str, ...] | None = None  # allowed codes; None: any ISO-639-1 two-letter code
+    default_language: str = ""  # for inputs without a language column ("" unknown)
+    default_speaker: str = ""  # for inputs without a speaker column ("": the input folder's name)
+    layout: str = "auto"  # metadata.csv columns, e.g. "id,text,speaker,language"
+    latent_dtype: str = "float16"  # float16 | float32
+    chunk_frames: int = DEFAULT_CHUNK_FRAMES  # latent rows per chunk file (docs/data-format.md)
+    encoder: Any = None  # an encoder instance; None: encoder.log_mel
+    aligner: Any = None  # an aligner instance (e.g. @aligner.energy()); None: no estimated timings
+    textgrid_tier: str = "words"
+
+
+@attrs.define
+class PrepareSummary:
+    """What a prepare run did; `table_rows` feeds the printed summary."""
+
+    store: Path
+    accepted: int = 0
+    rejected: Counter = attrs.Factory(Counter)
+    warnings: Counter = attrs.Factory(Counter)
+    audio_seconds: float = 0.0  # accepted audio
+    decoded_seconds: float = 0.0  # every clip decoded, accepted or not
+    wall_seconds: float = 0.0
+    total_segments: int = 0  # in the store after this run
+    fingerprint: str = ""
+
+    @property
+    def speed(self) -> float:
+        """Decoded audio seconds per wall second (a multiple of real time)."""
+        return self.decoded_seconds / self.wall_seconds if self.wall_seconds > 0 else math.inf
+
+    def table_rows(self) -> list[tuple[str, str]]:
+        rows = [("accepted", str(self.accepted))]
+        rows += [(f"rejected: {reason}", str(n)) for reason, n in sorted(self.rejected.items())]
+        rows += [(f"warning: {reason}", str(n)) for reason, n in sorted(self.warnings.items())]
+        rows += [
+            ("accepted audio", f"{self.audio_seconds / 3600:.3f} h"),
+            ("speed", f"{self.speed:.0f}x real time ({self.wall_seconds:.1f} s)"),
+            ("segments in store", str(self.total_segments)),
+            ("store", str(self.store)),
+        ]
+        return rows
+
+
+# ---- worker side (no zarr here) ------------------------------------------------------
+
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(settings: PrepareSettings, encoder: Any, aligner: Any, textgrids: Path | None) -> None:
+    # numpy/BLAS threads would fight the worker processes for the same cores
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    _WORKER.update(settings=settings, encoder=encoder, aligner=aligner, textgrids=textgrids)
+
+
+def _find_textgrid(root: Path, item: Item) -> Path | None:
+    for candidate in (root / f"{item.segment_id}.TextGrid", root / item.speaker / f"{item.segment_id}.TextGrid"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def process_item(item: Item) -> dict[str, Any]:
+    """Decode, check, measure and encode one clip (runs in a worker).
+
+    Returns a dict with ``rejection`` (a `Rejection`) or the segment's ``latents`` and
+    measures; ``warning`` names a problem that did not cost the segment (a TextGrid
+    that does not match its text).
+    """
+    settings: PrepareSettings = _WORKER["settings"]
+    encoder = _WORKER["encoder"]
+    sr = int(encoder.sample_rate)
+
+    def reject(reason: str, detail: str, seconds: float = 0.0) -> dict[str, Any]:
+        return {"rejection": Rejection(item.segment_id, reason, detail, item.source), "seconds": seconds}
+
+    try:
+        wave = audio_mod.load_audio(item.audio, sr)
+    except audio_mod.AudioError as exc:
+        return reject(exc.reason, exc.detail)
+    seconds = len(wave) / sr
+    if seconds < settings.min_seconds:
+        return reject("too_short", f"{seconds:.2f} s < prepare.min_seconds = {settings.min_seconds}", seconds)
+    if seconds > settings.max_seconds:
+        return reject("too_long", f"{seconds:.2f} s > prepare.max_seconds = {settings.max_seconds}", seconds)
+    level = audio_mod.active_level_db(wave, sr)
+    if level < settings.silence_dbfs:
+        return reject("silent", f"active level {level:.1f} dBFS < prepare.silence_dbfs = {settings.silence_dbfs}", seconds)
+    latents = np.asarray(encoder.encode(wave), dtype=np.float32)
+    if latents.ndim != 2 or latents.shape[0] == 0:
+        return reject("encoder_failed", f"encoder returned shape {latents.shape}", seconds)
+    stored = latents.astype(settings.latent_dtype)
+    if not np.isfinite(stored).all():
+        return reject("non_finite_latents", f"latents not finite in {settings.latent_dtype}", seconds)
+    frame_rate = float(encoder.frame_rate)
+    n_frames = stored.shape[0]
+    hop = max(1, round(sr / frame_rate))
+    start, end = audio_mod.speech_span(wave, hop, n_frames)
+    chars = sum(1 for c in item.text if not c.isspace())
+    cps = chars / ((end - start) / frame_rate) if end > start else math.nan
+    lufs = audio_mod.integrated_loudness(wave, sr)
+    units = None
+    estimated = False
+    warning = None
+    if _WORKER["textgrids"] is not None:
+        grid = _find_textgrid(_WORKER["textgrids"], item)
+        if grid is None:
+            warning = "textgrid_missing"
+        else:
+            try:
+                units = units_from_intervals(
+                    read_word_intervals(grid, settings.textgrid_tier), item.text, frame_rate, n_frames
+                )
+            except TextGridError:
+                warning = "textgrid_mismatch"
+    if units is None and _WORKER["aligner"] is not None:
+        aligned = _WORKER["aligner"].align(item.text, wave, sr, frame_rate, n_frames)
+        if aligned:
+            units, estimated = aligned, True
+        else:
+            warning = warning or "aligner_no_units"
+    return {
+        "latents": stored,
+        "seconds": seconds,
+        "rate": rate_bucket(cps),
+        "loudness": loudness_bucket(lufs),
+        "units": None if units is None else tuple(tuple(int(v) for v in u) for u in units),
+        "units_estimated": estimated,
+        "warning": warning,
+    }
+
+
+# ---- parent side ------------------------------------------------------------------
+
+
+def split_hash(segment_id: str) -> float:
+    """A uniform number in [0, 1) fixed by the segment id (the split does not depend on order)."""
+    return int.from_bytes(hashlib.sha256(segment_id.encode("utf-8")).digest()[:8], "big") / 2.0**64
+
+
+def assign_splits(records: list[dict[str, Any]], explicit: list[str | None], settings: PrepareSettings,
+                  speakers_with_val: set[str]) -> None:
+    """Set each record's ``split``: explicit wins; else val when `split_hash` < val_fraction.
+
+    Each speaker with more than ``min_val_per_speaker`` segments (and no val segment yet
+    in the store) then gets at least that many val segments: those of smallest hash.
+    """
+    by_speaker: dict[str, list[int]] = {}
+    for k, record in enumerate(records):
+        if explicit[k] is not None:
+            record["split"] = explicit[k]
+        else:
+            record["split"] = "val" if split_hash(record["segment_id"]) < settings.val_fraction else "train"
+            by_speaker.setdefault(record["speaker"], []).append(k)
+    want = settings.min_val_per_speaker
+    for speaker, rows in by_speaker.items():
+        if speaker in speakers_with_val or len(rows) <= want:
+            continue
+        have = sum(1 for k in rows if records[k]["split"] == "val")
+        explicit_val = sum(1 for k, r in enumerate(records) if explicit[k] == "val" and r["speaker"] == speaker)
+        need = want - have - explicit_val
+        if need > 0:
+            candidates = sorted((k for k in rows if records[k]["split"] != "val"), key=lambda k: split_hash(records[k]["segment_id"]))
+            for k in candidates[:need]:
+                records[k]["split"] = "val"
+
+
+def _results(items: list[Item], workers: int, init_args: tuple) -> Iterator[dict[str, Any]]:
+    if workers <= 1:
+        _init_worker(*init_args)
+        for item in items:
+            yield process_item(item)
+        return
+    import multiprocessing
+
+    # spawn: zarr's event-loop thread makes forking after zarr use unsafe (design.md section 3)
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_init_worker, initargs=init_args) as pool:
+        yield from pool.map(process_item, items, chunksize=4)
+
+
+def _default_encoder() -> Any:
+    from flowkit.registry import get
+
+    return get("encoder", "log_mel").obj()
+
+
+def prepare_store(
+    inputs: Sequence[Path],
+    out: Path,
+    *,
+    settings: PrepareSettings | None = None,
+    workers: int = 1,
+    append: bool = False,
+    textgrids: Path | None = None,
+    progress: bool = True,
+) -> PrepareSummary:
+    """Build (or, with ``append``, extend) the store ``out`` from ``inputs``.
+
+    Raises:
+        DataError: an input that cannot be read at all, ``out`` existing without
+            ``append``, a store to append to that is invalid or has another encoder.
+    """
+    from flowkit.cli.console import Progress
+
+    settings = settings or PrepareSettings()
+    encoder = settings.encoder if settings.encoder is not None else _default_encoder()
+    aligner = settings.aligner
+    out = Path(out)
+    if textgrids is not None and not Path(textgrids).is_dir():
+        raise DataError(f"--textgrids {textgrids}: no such folder")
+    started = time.perf_counter()
+    summary = PrepareSummary(out)
+    rejections: list[Rejection] = []
+
+    encoder_name = _registered_name("encoder", encoder)
+    if append and out.exists():
+        writer = StoreWriter.append_to(out)
+        enc = writer.attrs["encoder"]
+        if enc["params"] != _jsonable(encoder.params()) or enc["name"] != encoder_name:
+            raise DataError(
+                f"{out} was prepared with encoder {enc['name']} {enc['params']}; append with the same "
+                "encoder settings (check --encoder and -b bindings)"
+            )
+    else:
+        writer = StoreWriter.create(
+            out, encoder_name=encoder_name, encoder_params=_jsonable(encoder.params()),
+            frame_rate=float(encoder.frame_rate), sample_rate=int(encoder.sample_rate),
+            latent_dim=int(encoder.latent_dim), latent_dtype=settings.latent_dtype,
+            chunk_frames=settings.chunk_frames,
+            extra_attrs={"aligner": None if aligner is None else _registered_name("aligner", aligner)},
+        )
+    try:
+        items: list[Item] = []
+        seen = set(writer.segment_ids)
+        for entry in read_inputs([Path(p) for p in inputs], settings.layout, settings.default_speaker,
+                                 settings.default_language, settings.languages):
+            if isinstance(entry, Rejection):
+                rejections.append(entry)
+            elif entry.segment_id in seen:
+                rejections.append(Rejection(entry.segment_id, "duplicate_id", "segment id already used", entry.source))
+            else:
+                seen.add(entry.segment_id)
+                items.append(entry)
+        explicit: list[str | None] = []
+        init_args = (settings, encoder, aligner, Path(textgrids) if textgrids else None)
+        with Progress("prepare", total=len(items), unit="clips", plain_every=max(1, len(items) // 10),
+                      enabled=progress) as bar:
+            for item, result in zip(items, _results(items, workers, init_args), strict=True):
+                summary.decoded_seconds += result["seconds"]
+                if "rejection" in result:
+                    rejections.append(result["rejection"])
+                else:
+                    writer.add(SegmentRecord(
+                        segment_id=item.segment_id, speaker=item.speaker, language=item.language,
+                        emotion=item.emotion, intensity=item.intensity, rate=result["rate"],
+                        loudness=result["loudness"], split="", text=item.text, latents=result["latents"],
+                        units=result["units"], units_estimated=result["units_estimated"],
+                    ))
+                    explicit.append(item.split)
+                    summary.accepted += 1
+                    summary.audio_seconds += result["seconds"]
+                    if result["warning"]:
+                        summary.warnings[result["warning"]] += 1
+                elapsed = time.perf_counter() - started
+                bar.update(1, ok=summary.accepted, rejected=len(rejections),
+                           xrt=summary.decoded_seconds / max(elapsed, 1e-9))
+        speakers_with_val = _speakers_with_val(writer)
+        assign_splits(writer.records, explicit, settings, speakers_with_val)
+        _write_rejections(writer, rejections)
+        final = writer.commit()
+    except BaseException:
+        writer.abort()
+        raise
+    summary.store = final
+    summary.rejected = Counter(r.reason for r in rejections)
+    summary.total_segments = writer.n0
+    summary.fingerprint = writer.fingerprint
+    summary.wall_seconds = time.perf_counter() - started
+    return summary
+
+
+def _speakers_with_val(writer: StoreWriter) -> set[str]:
+    if writer.new or writer.n0 == 0:
+        return set()
+    reader = StoreReader.open(writer.final_path)
+    try:
+        return {s for s, split in zip(reader.strings["speaker"], reader.strings["split"], strict=True) if split == "val"}
+    finally:
+        reader.close()
+
+
+def _write_rejections(writer: StoreWriter, rejections: list[Rejection]) -> None:
+    from flowkit.io import atomic_write_text
+
+    path = writer.path / REJECTIONS_FILE
+    old = path.read_text(encoding="utf-8") if path.is_file() else ""
+    lines = "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rejections)
+    atomic_write_text(path, old + lines)
+
+
+def _registered_name(kind: str, component: Any) -> str:
+    from flowkit.registry import components
+
+    for c in components(kind):
+        if isinstance(component, c.obj):
+            return c.name
+    return type(component).__name__
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=str))
+
+
+__all__ = ["PrepareSettings", "PrepareSummary", "assign_splits", "prepare_store", "process_item"]

@@ -1,0 +1,654 @@
+"""The latent store: a zarr v3 group holding every segment's latents and metadata.
+
+Layout (format version 1; docs/data-format.md describes each field and the measured
+choices):
+
+- ``latents`` ``[total_frames, d]`` float16 (or float32): all segments concatenated, in
+  large *uncompressed* chunks of ``chunk_frames`` rows, no sharding. Uncompressed chunk
+  files are plain little-endian C-order arrays, so `StoreReader.read` computes byte ranges
+  from ``offsets`` and reads the chunk files directly (``os.preadv``), sorted and
+  coalesced; zarr's API still reads the same store (a test checks the bytes agree).
+- ``offsets`` ``[n + 1]`` int64: segment ``i`` is ``latents[offsets[i]:offsets[i+1]]``.
+- strings (``segment_id``, ``speaker``, ``language``, ``emotion``, ``split``, ``text``):
+  zarr 3 has no ragged dtype, so each is a uint8 UTF-8 blob ``<name>`` plus
+  ``<name>_offsets`` ``[n + 1]`` int64 byte offsets. Only standard dtypes: any zarr v3
+  client reads them.
+- ``intensity`` float32 (nan unknown), ``rate``/``loudness`` int8 buckets (0 unknown),
+  ``max_abs`` float32 (largest |latent| of each segment, checked at load),
+  ``has_units``/``units_estimated`` bool, ``unit_offsets`` ``[n + 1]`` int64 and
+  ``units`` ``[total_units, 4]`` int32 ``(char_start, char_end, frame_start, frame_end)``.
+
+Metadata arrays are zstd-compressed (they are read whole, once, at open).
+
+Commit protocol. Arrays may hold more rows than the store has *committed*: the group
+attribute ``n_segments`` is the committed count and is written last (one atomic file
+write), so a reader only ever sees committed segments and an interrupted append leaves
+the store as it was. A new store is written in ``<path>.partial`` and renamed into place
+after its ``complete`` attribute is set; readers refuse a store without it.
+
+zarr-python 3 runs a background event-loop thread: a process forked after using zarr can
+deadlock. DataLoader workers must open their own `StoreReader` (or use the spawn start
+method); the fast read path reopens its file handles after a fork.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flowkit.errors import DataError
+
+FORMAT_NAME = "flowkit-latent-store"
+FORMAT_VERSION = 1
+PARTIAL_SUFFIX = ".partial"
+PARTIAL_MARKER = "flowkit-partial-store"  # file inside a partial dir: safe to delete on rerun
+REJECTIONS_FILE = "rejections.jsonl"
+
+STRING_FIELDS: tuple[str, ...] = ("segment_id", "speaker", "language", "emotion", "split", "text")
+#: numeric per-segment arrays and their dtypes
+SEGMENT_ARRAYS: dict[str, str] = {
+    "intensity": "float32",
+    "rate": "int8",
+    "loudness": "int8",
+    "max_abs": "float32",
+    "has_units": "bool",
+    "units_estimated": "bool",
+}
+#: rows of latents per chunk file; chosen by measurement (docs/data-format.md)
+DEFAULT_CHUNK_FRAMES = 32768
+METADATA_CHUNK = 1 << 18  # elements per chunk of 1-d metadata arrays
+BLOB_CHUNK = 1 << 22  # bytes per chunk of the string blobs
+LATENT_DTYPES = ("float16", "float32")
+_HASHED_FIELDS = (*STRING_FIELDS, "intensity", "rate", "loudness", "units", "units_estimated")
+
+
+@attrs.frozen
+class SegmentRecord:
+    """One segment as prepare writes it; ``latents`` is ``[n d]`` in the store's dtype."""
+
+    segment_id: str
+    speaker: str
+    language: str
+    emotion: str
+    intensity: float
+    rate: int
+    loudness: int
+    split: str
+    text: str
+    latents: np.ndarray
+    units: tuple[tuple[int, int, int, int], ...] | None = None
+    units_estimated: bool = False
+
+    def meta_dict(self) -> dict[str, Any]:
+        """Metadata as JSON-able values (hashed into the fingerprint)."""
+        return {
+            "segment_id": self.segment_id,
+            "speaker": self.speaker,
+            "language": self.language,
+            "emotion": self.emotion,
+            "intensity": None if math.isnan(self.intensity) else float(np.float32(self.intensity)),
+            "rate": int(self.rate),
+            "loudness": int(self.loudness),
+            "split": self.split,
+            "text": self.text,
+            "units": None if self.units is None else [list(map(int, u)) for u in self.units],
+            "units_estimated": bool(self.units_estimated),
+        }
+
+
+def latent_digest(latents: np.ndarray) -> bytes:
+    """sha256 of latent bytes as stored (little-endian, C order)."""
+    data = np.ascontiguousarray(latents)
+    return hashlib.sha256(data.astype(data.dtype.newbyteorder("<"), copy=False).tobytes()).digest()
+
+
+def segment_hash(latents_digest: bytes, meta: dict[str, Any]) -> bytes:
+    """sha256 of one segment: its latent digest and its canonical metadata JSON."""
+    meta = {k: v for k, v in meta.items() if k in _HASHED_FIELDS}
+    return hashlib.sha256(latents_digest + json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8")).digest()
+
+
+def fingerprint_seed(encoder: dict[str, Any], latent_dtype: str) -> str:
+    """Fingerprint of an empty store: the encoder and dtype, so equal audio under other settings differs."""
+    blob = json.dumps({"format_version": FORMAT_VERSION, "encoder": encoder, "dtype": latent_dtype}, sort_keys=True)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def chain_fingerprint(previous: str, seg_digest: bytes) -> str:
+    """Fingerprint after appending a segment: ``sha256(previous || segment hash)``.
+
+    A chain, so a store built in several appends has the same fingerprint as one built
+    in one go from the same segments in the same order.
+    """
+    return hashlib.sha256(bytes.fromhex(previous) + seg_digest).hexdigest()
+
+
+def _encode_strings(values: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    encoded = [v.encode("utf-8") for v in values]
+    offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+    np.cumsum([len(b) for b in encoded], out=offsets[1:])
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(), offsets
+
+
+def decode_strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
+    """Strings of a UTF-8 ``blob`` cut at byte ``offsets`` ``[n + 1]``."""
+    raw = blob.tobytes()
+    bounds = offsets.tolist()
+    if not raw or max(raw) < 0x80:  # ASCII: byte offsets are character offsets, decode once
+        text = raw.decode("ascii")
+        return [text[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+class StoreWriter:
+    """Writes segments into a new store (in ``<path>.partial``) or appends to an existing one.
+
+    Latents are buffered and written in whole-chunk pieces; metadata is kept in memory and
+    written by `commit`, which then publishes the new segment count (and, for a new
+    store, renames the partial folder into place). One writer at a time.
+    """
+
+    def __init__(self, path: Path, group: Any, attrs_: dict[str, Any], final_path: Path, new: bool) -> None:
+        self.path = path  # where the arrays are being written
+        self.final_path = final_path
+        self.group = group
+        self.attrs = attrs_
+        self.new = new
+        self.latent_dim = int(attrs_["latent_dim"])
+        self.dtype = np.dtype(attrs_["latent_dtype"])
+        self.chunk_frames = int(attrs_["layout"]["latents_chunk_frames"])
+        self.n0 = int(attrs_["n_segments"])
+        self.frames0 = int(attrs_["total_frames"])
+        self.units0 = int(attrs_["n_units"])
+        self.fingerprint = str(attrs_["fingerprint"])
+        self.records: list[dict[str, Any]] = []
+        self._pending: list[np.ndarray] = []
+        self._pending_frames = 0
+        self._written_frames = self.frames0
+        self._lengths: list[int] = []
+        self.segment_ids: set[str] = set()
+
+    # ---- creation -------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        path: Path,
+        *,
+        encoder_name: str,
+        encoder_params: dict[str, Any],
+        frame_rate: float,
+        sample_rate: int,
+        latent_dim: int,
+        latent_dtype: str = "float16",
+        chunk_frames: int = DEFAULT_CHUNK_FRAMES,
+        extra_attrs: dict[str, Any] | None = None,
+    ) -> StoreWriter:
+        """Start a new store at ``path`` (written in ``<path>.partial`` until `commit`).
+
+        A leftover partial folder of an interrupted prepare is removed first.
+
+        Raises:
+            DataError: ``path`` already exists, or a folder at ``<path>.partial`` that
+                prepare did not create.
+        """
+        import zarr
+        from zarr.codecs import ZstdCodec
+
+        if latent_dtype not in LATENT_DTYPES:
+            raise DataError(f"latent dtype {latent_dtype!r} is not supported; use one of {LATENT_DTYPES}")
+        if path.exists():
+            raise DataError(f"{path} already exists; pass --append to add segments, or choose another --out")
+        partial = partial_path(path)
+        remove_partial(partial)
+        partial.mkdir(parents=True)
+        (partial / PARTIAL_MARKER).write_text("written by flowkit prepare; removed on a rerun\n")
+        group = zarr.open_group(str(partial), mode="w", zarr_format=3)
+        uncompressed = {"compressors": None, "filters": None, "config": {"write_empty_chunks": True}}
+        group.create_array(
+            "latents", shape=(0, latent_dim), chunks=(chunk_frames, latent_dim), dtype=latent_dtype,
+            fill_value=0, **uncompressed,
+        )
+        meta = {"compressors": ZstdCodec(level=3), "filters": None}
+        group.create_array("offsets", shape=(1,), chunks=(METADATA_CHUNK,), dtype="int64", fill_value=0, **meta)
+        group.create_array("unit_offsets", shape=(1,), chunks=(METADATA_CHUNK,), dtype="int64", fill_value=0, **meta)
+        group.create_array("units", shape=(0, 4), chunks=(METADATA_CHUNK, 4), dtype="int32", fill_value=0, **meta)
+        for name in STRING_FIELDS:
+            group.create_array(name, shape=(0,), chunks=(BLOB_CHUNK,), dtype="uint8", fill_value=0, **meta)
+            group.create_array(f"{name}_offsets", shape=(1,), chunks=(METADATA_CHUNK,), dtype="int64", fill_value=0, **meta)
+        for name, dtype in SEGMENT_ARRAYS.items():
+            group.create_array(name, shape=(0,), chunks=(METADATA_CHUNK,), dtype=dtype, fill_value=0, **meta)
+        encoder = {"name": encoder_name, "params": encoder_params}
+        attrs_ = {
+            "flowkit_format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "complete": False,
+            "encoder": encoder,
+            "frame_rate": float(frame_rate),
+            "sample_rate": int(sample_rate),
+            "latent_dim": int(latent_dim),
+            "latent_dtype": latent_dtype,
+            "n_segments": 0,
+            "total_frames": 0,
+            "n_units": 0,
+            "fingerprint": fingerprint_seed(encoder, latent_dtype),
+            "layout": {
+                "latents_chunk_frames": int(chunk_frames),
+                "latents_codec": "none (bytes, little-endian)",
+                "latents_shards": "none",
+                "metadata_chunk": METADATA_CHUNK,
+                "blob_chunk": BLOB_CHUNK,
+                "metadata_codec": "zstd level 3",
+                "strings": "utf-8 uint8 blob + int64 byte offsets",
+            },
+            **(extra_attrs or {}),
+        }
+        group.attrs.put(attrs_)
+        return cls(partial, group, attrs_, path, new=True)
+
+    @classmethod
+    def append_to(cls, path: Path) -> StoreWriter:
+        """Open a complete store for appending (mode ``r+``); new segments land at `commit`.
+
+        Raises:
+            DataError: ``path`` is not a complete, readable store (see `StoreReader.open`).
+        """
+        import zarr
+
+        reader = StoreReader.open(path)  # validates the store
+        ids = set(reader.strings["segment_id"])
+        reader.close()
+        group = zarr.open_group(str(path), mode="r+", zarr_format=3)
+        writer = cls(path, group, dict(group.attrs), path, new=False)
+        writer.segment_ids = ids
+        return writer
+
+    # ---- writing --------------------------------------------------------
+    def add(self, record: SegmentRecord) -> None:
+        """Queue one segment; its latents are written once a whole chunk is pending."""
+        lat = np.ascontiguousarray(record.latents, dtype=self.dtype)
+        if lat.ndim != 2 or lat.shape[1] != self.latent_dim:
+            raise ValueError(f"latents of {record.segment_id} have shape {lat.shape}, expected [n, {self.latent_dim}]")
+        meta = record.meta_dict()
+        meta["latent_digest"] = latent_digest(lat)
+        with np.errstate(invalid="ignore", over="ignore"):
+            max_abs = float(np.abs(lat.astype(np.float32)).max()) if lat.size else 0.0
+        meta["max_abs"] = max_abs
+        self.records.append(meta)
+        self.segment_ids.add(record.segment_id)
+        self._lengths.append(lat.shape[0])
+        self._pending.append(lat)
+        self._pending_frames += lat.shape[0]
+        if self._pending_frames >= self.chunk_frames:
+            self._flush_latents()
+
+    def _flush_latents(self) -> None:
+        if not self._pending:
+            return
+        block = np.concatenate(self._pending, axis=0)
+        array = self.group["latents"]
+        start = self._written_frames
+        array.resize((start + block.shape[0], self.latent_dim))
+        array[start : start + block.shape[0]] = block
+        self._written_frames += block.shape[0]
+        self._pending.clear()
+        self._pending_frames = 0
+
+    def _write_tail(self, name: str, start: int, values: np.ndarray, width: int | None = None) -> None:
+        array = self.group[name]
+        end = start + values.shape[0]
+        array.resize((end,) if width is None else (end, width))
+        if values.shape[0]:
+            array[start:end] = values
+
+    def commit(self) -> Path:
+        """Write the metadata, then publish: set ``n_segments`` (and for a new store
+        ``complete`` + rename ``<path>.partial`` to ``<path>``). Returns the store path."""
+        from flowkit.io import fsync_dir
+
+        self._flush_latents()
+        # hashed at commit, not at add: prepare assigns splits once every result is in
+        for record in self.records:
+            self.fingerprint = chain_fingerprint(self.fingerprint, segment_hash(record["latent_digest"], record))
+        n_new = len(self.records)
+        n_total = self.n0 + n_new
+        offsets = self.frames0 + np.cumsum(np.asarray(self._lengths, dtype=np.int64))
+        self._write_tail("offsets", self.n0 + 1, offsets)
+        old_strings = {}
+        if self.n0:
+            for name in STRING_FIELDS:
+                old_strings[name] = int(self.group[f"{name}_offsets"][self.n0])
+        for name in STRING_FIELDS:
+            blob, offs = _encode_strings([r[name] for r in self.records])
+            base = old_strings.get(name, 0)
+            self._write_tail(name, base, blob)
+            self._write_tail(f"{name}_offsets", self.n0 + 1, offs[1:] + base)
+        intensity = np.array([np.nan if r["intensity"] is None else r["intensity"] for r in self.records], np.float32)
+        self._write_tail("intensity", self.n0, intensity)
+        self._write_tail("rate", self.n0, np.array([r["rate"] for r in self.records], np.int8))
+        self._write_tail("loudness", self.n0, np.array([r["loudness"] for r in self.records], np.int8))
+        self._write_tail("max_abs", self.n0, np.array([r["max_abs"] for r in self.records], np.float32))
+        self._write_tail("has_units", self.n0, np.array([r["units"] is not None for r in self.records], bool))
+        self._write_tail("units_estimated", self.n0, np.array([r["units_estimated"] for r in self.records], bool))
+        unit_rows = [u for r in self.records for u in (r["units"] or [])]
+        units = np.asarray(unit_rows, dtype=np.int32).reshape(-1, 4)
+        self._write_tail("units", self.units0, units, width=4)
+        unit_counts = np.array([len(r["units"] or []) for r in self.records], np.int64)
+        self._write_tail("unit_offsets", self.n0 + 1, self.units0 + np.cumsum(unit_counts))
+        # the commit point: one atomic write of the group's zarr.json
+        new_attrs = dict(self.attrs)
+        new_attrs.update(
+            n_segments=n_total,
+            total_frames=int(self._written_frames),
+            n_units=int(self.units0 + units.shape[0]),
+            fingerprint=self.fingerprint,
+            complete=True,
+        )
+        self.group.attrs.put(new_attrs)
+        self.attrs = new_attrs
+        if self.new:
+            (self.path / PARTIAL_MARKER).unlink(missing_ok=True)
+            fsync_dir(self.path)
+            os.replace(self.path, self.final_path)
+            fsync_dir(self.final_path.parent)
+        self.n0, self.frames0, self.units0 = n_total, self._written_frames, int(self.units0 + units.shape[0])
+        self.records.clear()
+        self._lengths.clear()
+        return self.final_path
+
+    def abort(self) -> None:
+        """Drop a new store's partial folder (nothing of an appended store is published)."""
+        if self.new:
+            remove_partial(self.path)
+
+
+def partial_path(path: Path) -> Path:
+    return path.with_name(path.name + PARTIAL_SUFFIX)
+
+
+def remove_partial(partial: Path) -> None:
+    """Remove the partial folder of an interrupted prepare.
+
+    Raises:
+        DataError: the folder exists but is not one prepare created (no marker file).
+    """
+    if not partial.exists():
+        return
+    if not (partial / PARTIAL_MARKER).is_file():
+        raise DataError(f"{partial} exists but was not written by flowkit prepare; move it away and rerun")
+    shutil.rmtree(partial)
+
+
+# ---- reading -----------------------------------------------------------------------
+
+
+def _fail(path: Path, problem: str) -> DataError:
+    return DataError(f"{path}: {problem}")
+
+
+class StoreReader:
+    """A validated, read-only view of one store's committed segments.
+
+    ``lengths`` ``[n]`` int64 frames per segment, ``offsets`` ``[n + 1]``, ``strings``
+    (name -> list[str]), ``numeric`` (name -> array ``[n]``), ``units`` ``[total_units 4]``
+    with ``unit_offsets`` ``[n + 1]``. `read` returns float32 latents.
+    """
+
+    def __init__(self) -> None:  # use StoreReader.open
+        self.path: Path
+        self.attrs: dict[str, Any] = {}
+        self._fds: dict[int, int] = {}
+        self._pid = os.getpid()
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str]) -> StoreReader:
+        """Open and validate the store at ``path`` (zarr mode ``"r"``: never creates anything).
+
+        Raises:
+            DataError: one line naming the path and the problem: not found, not a zarr
+                group, not a flowkit store, incomplete (interrupted prepare), newer format,
+                a missing array, a wrong dtype, a length mismatch, offsets not monotonic.
+        """
+        import zarr
+
+        path = Path(path)
+        if not path.exists():
+            raise _fail(path, "no such store (check the path; build one with `flowkit prepare`)")
+        if path.name.endswith(PARTIAL_SUFFIX) or (path / PARTIAL_MARKER).exists():
+            raise _fail(path, "incomplete store left by an interrupted prepare; rerun the same `flowkit prepare` command")
+        meta_file = path / "zarr.json"
+        if not path.is_dir() or not meta_file.is_file():
+            raise _fail(path, "not a zarr v3 store (no zarr.json); build one with `flowkit prepare`")
+        try:
+            node = json.loads(meta_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise _fail(path, f"unreadable zarr.json ({exc})") from None
+        if node.get("node_type") != "group" or node.get("zarr_format") != 3:
+            raise _fail(path, "not a zarr v3 group; build one with `flowkit prepare`")
+        attrs_ = node.get("attributes") or {}
+        if attrs_.get("flowkit_format") != FORMAT_NAME:
+            raise _fail(path, "a zarr group but not a flowkit latent store (no flowkit_format attribute)")
+        version = attrs_.get("format_version")
+        if not isinstance(version, int) or version > FORMAT_VERSION:
+            raise _fail(path, f"store format version {version} is newer than this flowkit reads ({FORMAT_VERSION}); upgrade flowkit")
+        if attrs_.get("complete") is not True:
+            raise _fail(path, "incomplete store (no completion marker); rerun the `flowkit prepare` that wrote it")
+        try:
+            group = zarr.open_group(str(path), mode="r", zarr_format=3)
+        except Exception as exc:
+            raise _fail(path, f"cannot open as zarr ({type(exc).__name__}: {exc})") from None
+        self = cls()
+        self.path = path
+        self.attrs = attrs_
+        self._load(group)
+        return self
+
+    def _array(self, group: Any, name: str, dtype: str, ndim: int = 1) -> Any:
+        try:
+            array = group[name]
+        except KeyError:
+            raise _fail(self.path, f"missing array {name!r}; the store is damaged, rebuild it with `flowkit prepare`") from None
+        if str(array.dtype) != dtype:
+            raise _fail(self.path, f"array {name!r} has dtype {array.dtype}, expected {dtype}")
+        if array.ndim != ndim:
+            raise _fail(self.path, f"array {name!r} has {array.ndim} dimensions, expected {ndim}")
+        return array
+
+    def _offsets(self, group: Any, name: str, n: int, limit: int) -> np.ndarray:
+        array = self._array(group, name, "int64")
+        if array.shape[0] < n + 1:
+            raise _fail(self.path, f"metadata length mismatch: {name!r} has {array.shape[0]} entries for {n} segments (expected {n + 1})")
+        values = np.asarray(array[: n + 1])
+        steps = np.diff(values)
+        if values[0] != 0 or (steps < 0).any():
+            bad = int(np.argmax(steps < 0)) if (steps < 0).any() else 0
+            raise _fail(self.path, f"{name!r} is not monotonic from 0 (at segment {bad}); the store is damaged")
+        if values[-1] > limit:
+            raise _fail(self.path, f"{name!r} points past its data ({int(values[-1])} > {limit} rows)")
+        return values
+
+    def _load(self, group: Any) -> None:
+        a = self.attrs
+        try:
+            n = int(a["n_segments"])
+            self.latent_dim = int(a["latent_dim"])
+            self.frame_rate = float(a["frame_rate"])
+            self.sample_rate = int(a["sample_rate"])
+            self.chunk_frames = int(a["layout"]["latents_chunk_frames"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise _fail(self.path, f"store attributes lack or garble {exc}; rebuild it with `flowkit prepare`") from None
+        self.n_segments = n
+        latents = group["latents"] if "latents" in group else None
+        if latents is None:
+            raise _fail(self.path, "missing array 'latents'; the store is damaged, rebuild it with `flowkit prepare`")
+        if str(latents.dtype) not in LATENT_DTYPES or latents.ndim != 2:
+            raise _fail(self.path, f"array 'latents' has dtype {latents.dtype} and {latents.ndim} dims, expected 2-d float16/float32")
+        if latents.shape[1] != self.latent_dim:
+            raise _fail(self.path, f"latents have {latents.shape[1]} channels but latent_dim is {self.latent_dim}")
+        self.latent_dtype = np.dtype(str(latents.dtype))
+        self._latents = latents
+        self.offsets = self._offsets(group, "offsets", n, latents.shape[0])
+        self.lengths = np.diff(self.offsets)
+        self.strings: dict[str, list[str]] = {}
+        for name in STRING_FIELDS:
+            blob = self._array(group, name, "uint8")
+            offs = self._offsets(group, f"{name}_offsets", n, blob.shape[0])
+            self.strings[name] = decode_strings(np.asarray(blob[: offs[-1]]), offs)
+        self.numeric: dict[str, np.ndarray] = {}
+        for name, dtype in SEGMENT_ARRAYS.items():
+            array = self._array(group, name, dtype)
+            if array.shape[0] < n:
+                raise _fail(self.path, f"metadata length mismatch: {name!r} has {array.shape[0]} rows for {n} segments")
+            self.numeric[name] = np.asarray(array[:n])
+        units = self._array(group, "units", "int32", ndim=2)
+        self.unit_offsets = self._offsets(group, "unit_offsets", n, units.shape[0])
+        self.units = np.asarray(units[: self.unit_offsets[-1]])
+        self._fast = self._fast_path_ok(latents)
+
+    @staticmethod
+    def _fast_path_ok(latents: Any) -> bool:
+        """Whether chunk files are raw little-endian arrays at ``latents/c/<i>/0``."""
+        from zarr.codecs import BytesCodec
+
+        meta = latents.metadata
+        codecs = list(meta.codecs)
+        key = meta.chunk_key_encoding
+        return (
+            len(codecs) == 1
+            and isinstance(codecs[0], BytesCodec)
+            and (codecs[0].endian is None or codecs[0].endian.value == "little")
+            and getattr(key, "name", "") == "default"
+            and getattr(key, "separator", "") == "/"
+            and tuple(meta.chunk_grid.chunk_shape)[1] == latents.shape[1]
+        )
+
+    # ---- latents ---------------------------------------------------------
+    def _fd(self, chunk: int) -> int | None:
+        if os.getpid() != self._pid:  # forked: never share file offsets/handles with the parent
+            self._fds = {}
+            self._pid = os.getpid()
+        fd = self._fds.get(chunk)
+        if fd is None:
+            try:
+                fd = os.open(self.path / "latents" / "c" / str(chunk) / "0", os.O_RDONLY)
+            except FileNotFoundError:
+                return None  # never written: zarr's fill value (0)
+            self._fds[chunk] = fd
+        return fd
+
+    def _read_rows(self, start: int, end: int) -> np.ndarray:
+        """Rows ``[start, end)`` of the latents in the stored dtype, straight from chunk files."""
+        out = np.empty((end - start, self.latent_dim), dtype=self.latent_dtype.newbyteorder("<"))
+        if not self._fast:
+            out[:] = self._latents[start:end]
+            return out
+        row_bytes = self.latent_dim * self.latent_dtype.itemsize
+        c = self.chunk_frames
+        flat = out.reshape(-1).view(np.uint8)
+        pos = start
+        while pos < end:
+            chunk = pos // c
+            stop = min(end, (chunk + 1) * c)
+            fd = self._fd(chunk)
+            piece = flat[(pos - start) * row_bytes : (stop - start) * row_bytes]
+            if fd is None:
+                piece[:] = 0
+            else:
+                got = os.preadv(fd, [piece], (pos - chunk * c) * row_bytes)
+                if got != piece.nbytes:
+                    raise _fail(self.path, f"latents chunk {chunk} is truncated; the store is damaged")
+            pos = stop
+        return out
+
+    def read(self, rows: Sequence[int], *, gap_frames: int = 256) -> list[np.ndarray]:
+        """Latents of segments ``rows`` as float32 ``[n_i d]``, in the order given.
+
+        Reads are sorted by position and coalesced (segments less than ``gap_frames``
+        apart are fetched in one read), then converted to float32.
+        """
+        rows = [int(r) for r in rows]
+        out: list[np.ndarray | None] = [None] * len(rows)
+        order = sorted(range(len(rows)), key=lambda k: self.offsets[rows[k]])
+        k = 0
+        while k < len(order):
+            run = [order[k]]
+            start = int(self.offsets[rows[order[k]]])
+            end = int(self.offsets[rows[order[k]] + 1])
+            k += 1
+            while k < len(order):
+                s = int(self.offsets[rows[order[k]]])
+                if s - end > gap_frames:
+                    break
+                run.append(order[k])
+                end = max(end, int(self.offsets[rows[order[k]] + 1]))
+                k += 1
+            block = self._read_rows(start, end)
+            for j in run:
+                r = rows[j]
+                out[j] = block[self.offsets[r] - start : self.offsets[r + 1] - start].astype(np.float32)
+        return out  # type: ignore[return-value]
+
+    def read_zarr(self, row: int) -> np.ndarray:
+        """Latents of segment ``row`` through zarr's API (the reference the fast path must equal)."""
+        return np.asarray(self._latents[self.offsets[row] : self.offsets[row + 1]])
+
+    def segment_units(self, row: int) -> tuple[tuple[int, int, int, int], ...] | None:
+        if not self.numeric["has_units"][row]:
+            return None
+        block = self.units[self.unit_offsets[row] : self.unit_offsets[row + 1]]
+        return tuple(tuple(int(v) for v in u) for u in block.tolist())
+
+    def close(self) -> None:
+        if os.getpid() == self._pid:
+            for fd in self._fds.values():
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._fds = {}
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __getstate__(self) -> dict[str, Any]:
+        # file handles and the zarr array do not cross process boundaries; reopen there
+        return {"path": str(self.path)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        other = StoreReader.open(state["path"])
+        self.__dict__.update(other.__dict__)
+        other._fds = {}
+
+
+def reader_meta(reader: StoreReader, row: int) -> dict[str, Any]:
+    """Segment ``row``'s metadata as `SegmentRecord.meta_dict` wrote it (for fingerprints)."""
+    intensity = float(reader.numeric["intensity"][row])
+    units = reader.segment_units(row)
+    return {
+        **{name: reader.strings[name][row] for name in STRING_FIELDS},
+        "intensity": None if math.isnan(intensity) else intensity,
+        "rate": int(reader.numeric["rate"][row]),
+        "loudness": int(reader.numeric["loudness"][row]),
+        "units": None if units is None else [list(u) for u in units],
+        "units_estimated": bool(reader.numeric["units_estimated"][row]),
+    }
+
+
+def recompute_fingerprint(reader: StoreReader) -> str:
+    """The store fingerprint recomputed from its contents (equals ``attrs["fingerprint"]`` when intact)."""
+    fp = fingerprint_seed(reader.attrs["encoder"], reader.attrs["latent_dtype"])
+    for row in range(reader.n_segments):
+        raw = reader._read_rows(int(reader.offsets[row]), int(reader.offsets[row + 1]))
+        fp = chain_fingerprint(fp, segment_hash(latent_digest(raw), reader_meta(reader, row)))
+    return fp

@@ -1,0 +1,93 @@
+"""Character text front end: Unicode NFC characters mapped to ids.
+
+Id 0 is padding, 1 is an unknown character, and 2.. are the characters seen when the
+vocabulary was built, sorted by code point so the same texts always give the same ids.
+The vocabulary travels with the model (`CharVocab.state_dict`), so a checkpoint decodes
+text exactly as it was trained.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+
+from flowkit.registry import register
+
+PAD_ID = 0
+UNKNOWN_ID = 1
+
+
+def normalize_text(text: str) -> str:
+    """NFC-normalise ``text`` so composed and decomposed accents give the same characters."""
+    return unicodedata.normalize("NFC", text)
+
+
+@attrs.define
+class CharVocab:
+    """Characters -> ids (0 pad, 1 unknown, 2.. sorted characters).
+
+    ``unknown_count`` counts characters seen by `encode` that the vocabulary lacks: a
+    non-zero count at synthesis time means text the model never saw.
+    """
+
+    chars: tuple[str, ...]
+    unknown_count: int = 0
+    _index: dict[str, int] = attrs.field(init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._index = {c: i + 2 for i, c in enumerate(self.chars)}
+
+    @property
+    def size(self) -> int:
+        """Number of ids, padding and unknown included (the embedding table size)."""
+        return len(self.chars) + 2
+
+    def encode(self, text: str) -> list[int]:
+        """Ids ``[nt]`` of the NFC characters of ``text``; unseen characters become 1 (counted)."""
+        ids = [self._index.get(c, UNKNOWN_ID) for c in normalize_text(text)]
+        self.unknown_count += sum(1 for i in ids if i == UNKNOWN_ID)
+        return ids
+
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of ``ids``; padding is dropped, unknown ids become U+FFFD."""
+        out = []
+        for i in ids:
+            if i == PAD_ID:
+                continue
+            out.append(self.chars[i - 2] if 2 <= i < self.size else "\ufffd")
+        return "".join(out)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"kind": "chars", "chars": list(self.chars)}
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, Any]) -> CharVocab:
+        """The vocabulary saved by `state_dict`.
+
+        Raises:
+            ValueError: ``state`` is not a character vocabulary.
+        """
+        if state.get("kind") != "chars" or not isinstance(state.get("chars"), list):
+            raise ValueError("not a character vocabulary state (expected kind 'chars' and a chars list)")
+        return cls(tuple(state["chars"]))
+
+
+@register("text", "chars")
+@attrs.frozen
+class CharFrontEnd:
+    """Character front end: builds a `CharVocab` from the training texts (NFC normalised)."""
+
+    def build_vocab(self, texts: Iterable[str]) -> CharVocab:
+        """The vocabulary of every character in ``texts``, sorted by code point."""
+        seen: set[str] = set()
+        for text in texts:
+            seen.update(normalize_text(text))
+        return CharVocab(tuple(sorted(seen)))
+
+
+def build_vocab(texts: Iterable[str]) -> CharVocab:
+    """Shortcut for ``CharFrontEnd().build_vocab(texts)``."""
+    return CharFrontEnd().build_vocab(texts)

@@ -1,0 +1,570 @@
+"""A diffusion transformer (DiT) over latent frames, conditioned for text-to-speech.
+
+Shape legend: b batch, n latent frames, d latent channels, nt characters, u units (words),
+h attention heads, c model dim.
+
+The network (after F5-TTS, Chen et al. 2024, "F5-TTS: A Fairytaler that Fakes Fluent and
+Faithful Speech with Flow Matching") sees, on every frame, the noisy sample ``x_t``, the
+prompt latents (clean on prompt frames, zero on the target span: infilling) and the text
+aligned to frames; the three are concatenated and projected to the model dim. The flow time
+and the global conditions (language, emotion + intensity, rate and loudness buckets) drive
+adaLN-Zero modulation of every block (Peebles & Xie 2023, "Scalable Diffusion Models with
+Transformers"). Attention uses rotary position embedding (Su et al. 2021, "RoFormer"), so
+the model carries over to lengths it was not trained on, and masks padded keys.
+
+Text reaches the frames through one of two paths (`DiTConfig.text_path`):
+
+- ``unaligned``: the character ids fill the first frames, a filler id (0) the rest of the
+  item's frames, as in F5-TTS; the model learns the alignment by itself.
+- ``aligned`` (seed "E11"): a ConvNeXt encoder reads the characters, a duration head
+  predicts ``log(1 + d)`` frames per character, and each unit's frames are divided among
+  its characters (by the predicted durations in training, evenly at inference).
+
+Padding sits at the end of every item (``frame_mask`` and ``text_mask`` are prefixes); it is
+masked in attention, zeroed before every convolution and in the output, so an item's output
+does not depend on the other items of its batch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
+from flowkit.errors import ConfigError
+from flowkit.model.conditions import Conditions
+from flowkit.model.durations import durations_from_log, place_chars
+from flowkit.model.presets import PRESETS, SIZE_FIELDS
+from flowkit.registry import register
+
+__all__ = ["DUR_FILM_PREFIX", "DiT", "DiTConfig", "ModelOutput", "model_diff"]
+
+#: Name prefix of every parameter that ``dur_cond = "emotion"`` adds (the FiLM of the
+#: duration head). A parent trained with ``dur_cond = "none"`` lacks exactly these keys.
+DUR_FILM_PREFIX = "duration.film."
+
+TEXT_PATHS = ("unaligned", "aligned")
+DUR_CONDS = ("none", "emotion")
+PHASES = ("predicted", "even")
+
+#: F5-TTS feeds t * 1000 to a 256-wide sinusoidal embedding (as DiT does with integer steps).
+_TIME_SCALE = 1000.0
+_TIME_FREQ_DIM = 256
+
+
+# ---- configuration -------------------------------------------------------------------------
+
+
+@register("model", "dit")
+@attrs.frozen
+class DiTConfig:
+    """Configuration of the `DiT`: a size preset, per-field overrides, and the text path.
+
+    Sizes left at ``None`` come from ``preset`` (`flowkit.model.presets.PRESETS`). The data
+    decide the rest: `build` takes the latent dim, vocabulary size and number of languages.
+    Classifier-free-guidance dropout is not here: the trainer draws the drop flags.
+
+    Raises:
+        ConfigError: an unknown preset, text path or dur_cond, a non-positive size, a dim
+            not divisible by the heads, an odd head dim (rotary needs pairs), a dropout
+            outside [0, 1), or ``dur_cond = "emotion"`` without the aligned text path.
+    """
+
+    preset: str = "small"  # tiny | small | base | f5_base
+    dim: int | None = None  # model width c
+    depth: int | None = None  # number of DiT blocks
+    heads: int | None = None  # attention heads; dim / heads must be even
+    ff_mult: int | None = None  # feed-forward width = ff_mult * dim
+    text_dim: int | None = None  # character embedding width
+    conv_layers: int | None = None  # ConvNeXt layers of the text encoder (0 = none)
+    dur_hidden: int | None = None  # width of the duration head (aligned path)
+    dropout: float | None = None  # attention and feed-forward dropout, [0, 1)
+    text_path: str = "unaligned"  # unaligned (F5-TTS) | aligned (E11: unit timings + durations)
+    dur_cond: str = "none"  # none | emotion (E13: emotion FiLM on the duration head)
+    conv_pos_kernel: int = 31  # convolutional position embedding as in F5-TTS; 0 = off
+
+    def __attrs_post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ConfigError(
+                f"model.dit.preset = {self.preset!r} is not a preset; use one of: {', '.join(PRESETS)}"
+            )
+        if self.text_path not in TEXT_PATHS:
+            raise ConfigError(
+                f"model.dit.text_path = {self.text_path!r}; use one of: {', '.join(map(repr, TEXT_PATHS))}"
+            )
+        if self.dur_cond not in DUR_CONDS:
+            raise ConfigError(
+                f"model.dit.dur_cond = {self.dur_cond!r}; use one of: {', '.join(map(repr, DUR_CONDS))}"
+            )
+        if self.dur_cond != "none" and self.text_path != "aligned":
+            raise ConfigError(
+                f"model.dit.dur_cond = {self.dur_cond!r} conditions the duration head, which only "
+                "the aligned text path has; set model.dit.text_path = 'aligned' or dur_cond = 'none'"
+            )
+        s = self.sizes()
+        for name in ("dim", "depth", "heads", "ff_mult", "text_dim", "dur_hidden"):
+            if not isinstance(s[name], int) or s[name] < 1:
+                raise ConfigError(f"model.dit.{name} = {s[name]!r} must be a positive integer")
+        if not isinstance(s["conv_layers"], int) or s["conv_layers"] < 0:
+            raise ConfigError(f"model.dit.conv_layers = {s['conv_layers']!r} must be an integer >= 0")
+        if self.conv_pos_kernel < 0 or (self.conv_pos_kernel and self.conv_pos_kernel % 2 == 0):
+            raise ConfigError(
+                f"model.dit.conv_pos_kernel = {self.conv_pos_kernel!r} must be odd (F5-TTS: 31) or 0 to disable"
+            )
+        if s["dim"] % s["heads"] or (s["dim"] // s["heads"]) % 2:
+            raise ConfigError(
+                f"model.dit.dim = {s['dim']} must be divisible by heads = {s['heads']} into an "
+                "even head dim (rotary embedding rotates pairs of channels)"
+            )
+        if not 0.0 <= float(s["dropout"]) < 1.0:
+            raise ConfigError(f"model.dit.dropout = {s['dropout']!r} must be in [0, 1)")
+
+    def sizes(self) -> dict[str, Any]:
+        """Every size field, the preset's value where this config leaves it ``None``."""
+        base = PRESETS[self.preset]
+        return {k: (base[k] if getattr(self, k) is None else getattr(self, k)) for k in SIZE_FIELDS}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Resolved config (preset plus every effective size) for checkpoints; JSON-safe."""
+        return {
+            "preset": self.preset,
+            **self.sizes(),
+            "text_path": self.text_path,
+            "dur_cond": self.dur_cond,
+            "conv_pos_kernel": self.conv_pos_kernel,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DiTConfig:
+        """The config `to_dict` wrote.
+
+        Raises:
+            ConfigError: an unknown field (names it) or an invalid value.
+        """
+        known = {f.name for f in attrs.fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise ConfigError(f"model config has unknown fields {unknown}; known: {sorted(known)}")
+        return cls(**dict(d))
+
+    def build(self, latent_dim: int, vocab_size: int, n_languages: int) -> DiT:
+        """The network for latents of ``latent_dim`` channels, character ids in
+        ``[0, vocab_size)`` (0 = padding) and language ids in ``[0, n_languages]`` (0 = unknown).
+
+        Raises:
+            ValueError: a non-positive ``latent_dim`` or ``vocab_size``, or negative ``n_languages``.
+        """
+        if latent_dim < 1 or vocab_size < 1 or n_languages < 0:
+            raise ValueError(
+                f"DiTConfig.build: latent_dim={latent_dim}, vocab_size={vocab_size} must be >= 1 "
+                f"and n_languages={n_languages} >= 0"
+            )
+        return DiT(self, int(latent_dim), int(vocab_size), int(n_languages))
+
+
+def model_diff(a: DiTConfig | Mapping[str, Any], b: DiTConfig | Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """Fields whose effective values differ: ``{field: (a_value, b_value)}``.
+
+    Configs are compared after resolving presets, so ``preset="tiny"`` equals ``preset="small"``
+    with every size overridden to tiny's (the preset name itself is not compared), and an
+    explicit default equals an absent one. The one difference init-from allows is
+    ``{"dur_cond": ("none", "emotion")}``.
+    """
+    da = (a if isinstance(a, DiTConfig) else DiTConfig.from_dict(a)).to_dict()
+    db = (b if isinstance(b, DiTConfig) else DiTConfig.from_dict(b)).to_dict()
+    return {k: (da[k], db[k]) for k in da if k != "preset" and da[k] != db[k]}
+
+
+# ---- building blocks -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class ModelOutput:
+    """What `DiT.forward` returns.
+
+    Attributes:
+        output: ``[b n d]`` the flow target prediction (zero on padded frames).
+        log_duration: ``[b nt]`` predicted ``log(1 + frames)`` per character (zero on padding),
+            aligned text path only, else None.
+    """
+
+    output: torch.Tensor
+    log_duration: torch.Tensor | None = None
+
+
+def _masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """``x [b L c]`` with positions where ``mask [b L]`` is False set to exactly zero."""
+    return x.masked_fill(~mask[..., None], 0.0)
+
+
+def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """``[b dim]`` sin/cos features of ``t * 1000`` (t in [0, 1]); periods up to 10^4."""
+    half = dim // 2
+    freqs = torch.exp(-math.log(10_000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    angle = (t.float() * _TIME_SCALE)[:, None] * freqs[None, :]
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
+
+
+class TimeEmbedding(nn.Module):
+    """Flow time ``t [b]`` -> ``[b c]``: sinusoidal features and a two-layer MLP."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.mlp = nn.Sequential(nn.Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), nn.Linear(dim, dim))
+
+    def forward(self, t: torch.Tensor) -> torch.Tensor:
+        return self.mlp(sinusoidal_embedding(t, _TIME_FREQ_DIM))
+
+
+class EmotionEmbedding(nn.Module):
+    """Emotion id plus intensity (only where labelled) -> ``[b c]``."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.emotion = nn.Embedding(len(EMOTIONS) + 1, dim)
+        # Inputs: intensity (0 where unknown) and the known flag, so "unknown" is not "intensity 0".
+        self.intensity = nn.Linear(2, dim)
+
+    def forward(self, cond: Conditions) -> torch.Tensor:
+        known = cond.emotion_known
+        emotion = torch.where(known, cond.emotion, torch.zeros_like(cond.emotion))
+        intensity = torch.where(known, cond.intensity.float(), torch.zeros_like(cond.intensity, dtype=torch.float32))
+        feats = torch.stack([intensity, known.float()], dim=-1)
+        return self.emotion(emotion) + self.intensity(feats.to(self.intensity.weight.dtype))
+
+
+class GlobalEmbedding(nn.Module):
+    """Per-item conditions (language, emotion + intensity, rate and loudness buckets) -> ``[b c]``,
+    added to the time embedding that drives adaLN."""
+
+    def __init__(self, dim: int, n_languages: int) -> None:
+        super().__init__()
+        self.language = nn.Embedding(n_languages + 1, dim)
+        self.emotion = EmotionEmbedding(dim)
+        self.rate = nn.Embedding(N_RATE_BUCKETS + 1, dim)
+        self.loudness = nn.Embedding(N_LOUDNESS_BUCKETS + 1, dim)
+        for emb in (self.language, self.emotion.emotion, self.rate, self.loudness):
+            nn.init.normal_(emb.weight, std=0.02)
+
+    def forward(self, cond: Conditions) -> torch.Tensor:
+        return (
+            self.language(cond.language)
+            + self.emotion(cond)
+            + self.rate(cond.rate)
+            + self.loudness(cond.loudness)
+        )
+
+
+class GlobalResponseNorm(nn.Module):
+    """ConvNeXt-V2 global response normalisation over valid positions (Woo et al. 2023)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.gamma = nn.Parameter(torch.zeros(dim))
+        self.beta = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = _masked(x, mask)  # padding must not enter the sequence norm
+        gx = torch.linalg.vector_norm(x, dim=1, keepdim=True)
+        nx = gx / (gx.mean(dim=-1, keepdim=True) + 1e-6)
+        return self.gamma * (x * nx) + self.beta + x
+
+
+class ConvNeXtBlock(nn.Module):
+    """1-D ConvNeXt-V2 block (depthwise conv 7, LayerNorm, MLP x2 with GRN), residual."""
+
+    def __init__(self, dim: int, kernel: int = 7) -> None:
+        super().__init__()
+        self.dwconv = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=dim)
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.up = nn.Linear(dim, 2 * dim)
+        self.grn = GlobalResponseNorm(2 * dim)
+        self.down = nn.Linear(2 * dim, dim)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = self.dwconv(_masked(x, mask).transpose(1, 2)).transpose(1, 2)
+        h = self.grn(F.gelu(self.up(self.norm(h))), mask)
+        return _masked(x + self.down(h), mask)
+
+
+class TextEncoder(nn.Module):
+    """Character ids ``[b L]`` -> ``[b L text_dim]``: embedding and ConvNeXt layers (F5-TTS).
+
+    ``L`` is the frame count on the unaligned path and the character count on the aligned
+    one; positions where ``mask`` is False come out zero.
+    """
+
+    def __init__(self, vocab_size: int, dim: int, layers: int) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab_size, dim)
+        self.blocks = nn.ModuleList(ConvNeXtBlock(dim) for _ in range(layers))
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        x = _masked(self.embed(ids), mask)
+        for block in self.blocks:
+            x = block(x, mask)
+        return x
+
+
+class ConvPositionEmbedding(nn.Module):
+    """Two grouped convolutions (kernel 31 in F5-TTS) added to the input: local context and a
+    sense of relative position before the first attention layer."""
+
+    def __init__(self, dim: int, kernel: int) -> None:
+        super().__init__()
+        groups = math.gcd(16, dim)
+        self.conv1 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
+        self.conv2 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        h = F.mish(self.conv1(_masked(x, mask).transpose(1, 2)))
+        h = F.mish(self.conv2(_masked(h.transpose(1, 2), mask).transpose(1, 2)))
+        return x + _masked(h.transpose(1, 2), mask)
+
+
+def rotary_tables(n: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)`` ``[n head_dim/2]`` for positions ``0..n-1`` (RoFormer, base 10^4)."""
+    inv = 1.0 / (10_000.0 ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    angle = torch.arange(n, device=device, dtype=torch.float32)[:, None] * inv[None, :]
+    return torch.cos(angle), torch.sin(angle)
+
+
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """Rotate channel pairs of ``x [b h n hd]`` by position-dependent angles."""
+    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
+    out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
+    return out.to(x.dtype)
+
+
+class Attention(nn.Module):
+    """Multi-head self-attention with rotary positions and a key padding mask."""
+
+    def __init__(self, dim: int, heads: int, dropout: float) -> None:
+        super().__init__()
+        self.heads = heads
+        self.dropout = dropout
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        o = F.scaled_dot_product_attention(
+            q, k, v, attn_mask=key_mask[:, None, None, :], dropout_p=self.dropout if self.training else 0.0
+        )
+        return self.out(o.transpose(1, 2).reshape(b, n, c))
+
+
+class DiTBlock(nn.Module):
+    """Pre-norm transformer block with adaLN-Zero: shift, scale and a zero-initialised gate
+    for each branch come from the conditioning vector, so every block starts as identity."""
+
+    def __init__(self, dim: int, heads: int, ff_mult: int, dropout: float) -> None:
+        super().__init__()
+        self.modulation = nn.Linear(dim, 6 * dim)
+        nn.init.zeros_(self.modulation.weight)
+        nn.init.zeros_(self.modulation.bias)
+        self.attn_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.attn = Attention(dim, heads, dropout)
+        self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.ff = nn.Sequential(
+            nn.Linear(dim, ff_mult * dim), nn.GELU(approximate="tanh"), nn.Dropout(dropout), nn.Linear(ff_mult * dim, dim)
+        )
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor, key_mask: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        shift1, scale1, gate1, shift2, scale2, gate2 = self.modulation(F.silu(c))[:, None, :].chunk(6, dim=-1)
+        x = x + gate1 * self.attn(self.attn_norm(x) * (1 + scale1) + shift1, key_mask, rope)
+        return x + gate2 * self.ff(self.ff_norm(x) * (1 + scale2) + shift2)
+
+
+class FinalLayer(nn.Module):
+    """adaLN-modulated norm and a zero-initialised projection to the latent channels."""
+
+    def __init__(self, dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.modulation = nn.Linear(dim, 2 * dim)
+        self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
+        self.proj = nn.Linear(dim, out_dim)
+        for layer in (self.modulation, self.proj):
+            nn.init.zeros_(layer.weight)
+            nn.init.zeros_(layer.bias)
+
+    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+        shift, scale = self.modulation(F.silu(c))[:, None, :].chunk(2, dim=-1)
+        return self.proj(self.norm(x) * (1 + scale) + shift)
+
+
+class DurationFiLM(nn.Module):
+    """Emotion + intensity FiLM of the duration head (seed "E13"): ``h (1 + gamma) + beta``.
+
+    The projection to ``(gamma, beta)`` starts at zero, so a freshly added FiLM leaves the
+    durations of a ``dur_cond="none"`` parent unchanged; all its parameters live under
+    `DUR_FILM_PREFIX`.
+    """
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.emotion = EmotionEmbedding(hidden)
+        self.proj = nn.Linear(hidden, 2 * hidden)
+        nn.init.zeros_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, h: torch.Tensor, cond: Conditions) -> torch.Tensor:
+        gamma, beta = self.proj(F.silu(self.emotion(cond)))[:, None, :].chunk(2, dim=-1)
+        return h * (1 + gamma) + beta
+
+
+class DurationHead(nn.Module):
+    """Encoded characters ``[b nt text_dim]`` -> predicted ``log(1 + frames)`` ``[b nt]``.
+
+    Two masked convolutions over the characters (kernel 3: a character's length depends on
+    its neighbours), informed by the language and the speaking-rate bucket; with
+    ``emotion=True`` a `DurationFiLM` also conditions it on emotion and intensity.
+    """
+
+    def __init__(self, text_dim: int, hidden: int, n_languages: int, emotion: bool) -> None:
+        super().__init__()
+        self.inp = nn.Conv1d(text_dim, hidden, 3, padding=1)
+        self.language = nn.Embedding(n_languages + 1, hidden)
+        self.rate = nn.Embedding(N_RATE_BUCKETS + 1, hidden)
+        for emb in (self.language, self.rate):
+            nn.init.normal_(emb.weight, std=0.02)
+        self.norm1 = nn.LayerNorm(hidden)
+        self.film = DurationFiLM(hidden) if emotion else None
+        self.mid = nn.Conv1d(hidden, hidden, 3, padding=1)
+        self.norm2 = nn.LayerNorm(hidden)
+        self.out = nn.Linear(hidden, 1)
+
+    def forward(self, chars: torch.Tensor, mask: torch.Tensor, cond: Conditions) -> torch.Tensor:
+        h = self.inp(_masked(chars, mask).transpose(1, 2)).transpose(1, 2)
+        h = h + (self.language(cond.language) + self.rate(cond.rate))[:, None, :]
+        h = self.norm1(F.silu(h))
+        if self.film is not None:
+            h = self.film(h, cond)
+        h = h + self.mid(_masked(h, mask).transpose(1, 2)).transpose(1, 2)
+        h = self.norm2(F.silu(h))
+        return self.out(h).squeeze(-1).float().masked_fill(~mask, 0.0)
+
+
+# ---- the network ---------------------------------------------------------------------------
+
+
+class DiT(nn.Module):
+    """The TTS diffusion transformer; build it with `DiTConfig.build`.
+
+    Attributes:
+        cfg: the `DiTConfig`; latent_dim, vocab_size, n_languages: the data-derived sizes.
+    """
+
+    def __init__(self, cfg: DiTConfig, latent_dim: int, vocab_size: int, n_languages: int) -> None:
+        super().__init__()
+        s = cfg.sizes()
+        self.cfg = cfg
+        self.latent_dim, self.vocab_size, self.n_languages = latent_dim, vocab_size, n_languages
+        dim, text_dim = s["dim"], s["text_dim"]
+        self.head_dim = dim // s["heads"]
+        self.text = TextEncoder(vocab_size, text_dim, s["conv_layers"])
+        if cfg.text_path == "aligned":
+            self.duration = DurationHead(text_dim, s["dur_hidden"], n_languages, cfg.dur_cond == "emotion")
+            # Frames of a valid region that no character covers (pauses between units).
+            self.gap = nn.Parameter(torch.zeros(text_dim))
+        self.input_proj = nn.Linear(2 * latent_dim + text_dim, dim)
+        self.conv_pos = ConvPositionEmbedding(dim, cfg.conv_pos_kernel) if cfg.conv_pos_kernel else None
+        self.time = TimeEmbedding(dim)
+        self.globals = GlobalEmbedding(dim, n_languages)
+        self.blocks = nn.ModuleList(DiTBlock(dim, s["heads"], s["ff_mult"], float(s["dropout"])) for _ in range(s["depth"]))
+        self.final = FinalLayer(dim, latent_dim)
+
+    def spec(self) -> dict[str, Any]:
+        """Everything needed to rebuild this network: config and data-derived sizes."""
+        return {
+            "config": self.cfg.to_dict(),
+            "latent_dim": self.latent_dim,
+            "vocab_size": self.vocab_size,
+            "n_languages": self.n_languages,
+        }
+
+    def _encode_chars(self, cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(encoded characters [b nt text_dim], log_duration [b nt])`` (aligned path)."""
+        ids = cond.text.masked_fill(~cond.text_mask, 0)
+        chars = self.text(ids, cond.text_mask)
+        return chars, self.duration(chars, cond.text_mask, cond)
+
+    def predict_durations(self, cond: Conditions) -> torch.Tensor:
+        """Predicted ``log(1 + frames)`` per character ``[b nt]`` (0 on padding).
+
+        Reads only the text and the global conditions, so it serves synthesis before the
+        frames exist (see `flowkit.model.durations.unit_frames_from_durations`).
+
+        Raises:
+            ValueError: the model uses the unaligned text path (it has no duration head).
+        """
+        if self.cfg.text_path != "aligned":
+            raise ValueError("predict_durations needs model.dit.text_path = 'aligned' (no duration head)")
+        return self._encode_chars(cond)[1]
+
+    def _text_frames(self, cond: Conditions, phase: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+        n = cond.num_frames
+        if self.cfg.text_path == "unaligned":
+            # F5-TTS: ids fill the first frames, the filler id 0 the rest of the item's frames;
+            # text beyond the item's frames is cut.
+            k = min(cond.text.shape[1], n)
+            ids = torch.zeros(cond.frame_mask.shape, dtype=torch.long, device=cond.text.device)
+            ids[:, :k] = cond.text[:, :k].masked_fill(~cond.text_mask[:, :k], 0)
+            ids = ids.masked_fill(~cond.frame_mask, 0)
+            return self.text(ids, cond.frame_mask), None
+        chars, log_duration = self._encode_chars(cond)
+        # The placement is a step function of the durations (frame boundaries are rounded),
+        # so it has no useful gradient; detaching keeps the flow loss from reaching the
+        # duration head, which learns from the duration loss alone.
+        weights = durations_from_log(log_duration.detach()) if phase == "predicted" else None
+        assign = place_chars(cond, weights).to(chars.dtype)
+        frames = assign @ chars
+        uncovered = (1.0 - assign.sum(-1)) * cond.frame_mask.to(chars.dtype)
+        return frames + uncovered[..., None] * self.gap.to(chars.dtype), log_duration
+
+    def forward(
+        self, x_t: torch.Tensor, t: torch.Tensor, cond: Conditions, *, phase: str = "predicted"
+    ) -> ModelOutput:
+        """Predict the schedule's target for ``x_t [b n d]`` at flow times ``t [b]``.
+
+        ``phase`` (aligned path): "predicted" divides unit frames among characters by the
+        predicted durations (training), "even" evenly (inference, validation of the gap).
+        Items with ``cond.drop_text`` see no text, with ``cond.drop_prompt`` no prompt (CFG).
+
+        Raises:
+            ValueError: an unknown ``phase``, mismatched shapes, or (aligned path)
+                conditions without unit timings.
+        """
+        if phase not in PHASES:
+            raise ValueError(f"phase = {phase!r}; use one of {PHASES}")
+        b, n, d = x_t.shape
+        if d != self.latent_dim or cond.frame_mask.shape != (b, n):
+            raise ValueError(
+                f"x_t {tuple(x_t.shape)} does not match frame_mask {tuple(cond.frame_mask.shape)} "
+                f"and latent_dim {self.latent_dim}"
+            )
+        frame = cond.frame_mask
+        show_prompt = frame & ~cond.target_mask & ~cond.drop_prompt[:, None]
+        prompt = _masked(cond.prompt.to(x_t.dtype), show_prompt)
+        text, log_duration = self._text_frames(cond, phase)
+        text = _masked(text, ~cond.drop_text[:, None].expand(b, n))
+        h = self.input_proj(torch.cat([_masked(x_t, frame), prompt, text.to(x_t.dtype)], dim=-1))
+        if self.conv_pos is not None:
+            h = self.conv_pos(h, frame)
+        c = self.time(t.to(x_t.device)) + self.globals(cond)
+        # An item without any valid frame would make softmax rows of all -inf (NaN); let it
+        # attend everywhere, its output is masked anyway.
+        key_mask = frame | ~frame.any(dim=1, keepdim=True)
+        rope = rotary_tables(n, self.head_dim, x_t.device)
+        for block in self.blocks:
+            h = block(h, c, key_mask, rope)
+        out = _masked(self.final(h, c), frame)
+        return ModelOutput(output=out, log_duration=log_duration)

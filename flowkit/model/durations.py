@@ -1,0 +1,183 @@
+"""Characters on frames for the aligned text path (seed "E11"), and duration bookkeeping.
+
+Shape legend: b batch, n frames, nt characters, u units (words).
+
+Unit ``k`` of an item spans frames ``unit_frames[k, 0] : unit_frames[k, 1]`` and owns the
+characters whose ``char_unit`` is ``k``; those characters are a contiguous run of the
+text (a word), and characters outside every unit (``-1``: spaces, punctuation between
+words) get no frames. A unit's frames are divided among its characters in proportion to
+per-character weights: the predicted durations while training (``phase="predicted"``) or
+equal weights at inference (``phase="even"``, where no true timing exists).
+
+Durations are in frames; the duration head predicts ``log(1 + d)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import torch
+
+from flowkit.model.conditions import Conditions
+
+__all__ = [
+    "char_duration_targets",
+    "char_units_from_ids",
+    "durations_from_log",
+    "in_unit_chars",
+    "place_chars",
+    "unit_frames_from_durations",
+]
+
+#: Smallest weight of a character in the placement: a character predicted to last 0 frames
+#: still competes (all-zero predictions in a unit fall back to an even split).
+_MIN_WEIGHT = 1e-3
+
+
+def durations_from_log(log_duration: torch.Tensor) -> torch.Tensor:
+    """Durations in frames (>= 0) from predicted ``log(1 + d)`` (any shape)."""
+    return torch.expm1(log_duration.float()).clamp_min(0.0)
+
+
+def in_unit_chars(
+    char_unit: torch.Tensor, text_mask: torch.Tensor, unit_mask: torch.Tensor
+) -> torch.Tensor:
+    """bool ``[b nt]``: real characters that belong to a real unit."""
+    unit = char_unit.clamp_min(0)
+    return text_mask & (char_unit >= 0) & torch.gather(unit_mask, 1, unit)
+
+
+def _require_units(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    if cond.char_unit is None or cond.unit_frames is None or cond.unit_mask is None:
+        raise ValueError(
+            "the aligned text path needs unit timings: Conditions.char_unit, unit_frames and "
+            "unit_mask must be set (load the data with require_units=True)"
+        )
+    return cond.char_unit, cond.unit_frames, cond.unit_mask
+
+
+def char_duration_targets(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
+    """Duration-loss targets: ``log(1 + L_u / m_u)`` for each character of unit ``u``.
+
+    ``L_u`` is the unit's length in frames and ``m_u`` its number of characters, so every
+    character of a unit has the unit's mean character duration (the data has timings per
+    word, not per character).
+
+    Returns:
+        ``(target [b nt] float32, mask [b nt] bool)``; the mask keeps real in-unit
+        characters; the target is 0 elsewhere.
+
+    Raises:
+        ValueError: the conditions carry no unit timings.
+    """
+    char_unit, unit_frames, unit_mask = _require_units(cond)
+    valid = in_unit_chars(char_unit, cond.text_mask, unit_mask)
+    unit = char_unit.clamp_min(0)
+    chars = torch.zeros(unit_mask.shape, dtype=torch.float32, device=unit.device)
+    chars.scatter_add_(1, unit, valid.float())
+    length = (unit_frames[..., 1] - unit_frames[..., 0]).clamp_min(0).float()
+    mean = length / chars.clamp_min(1.0)
+    target = torch.log1p(torch.gather(mean, 1, unit))
+    return torch.where(valid, target, torch.zeros_like(target)), valid
+
+
+def place_chars(cond: Conditions, weights: torch.Tensor | None) -> torch.Tensor:
+    """Which character each frame shows: float ``[b n nt]``, one-hot over characters on the
+    frames of a unit, all-zero on frames outside units and on padding.
+
+    Unit ``u`` of ``L`` frames starting at ``s`` gives character ``j`` the frames whose
+    centres fall in ``[s + L c_j / W, s + L (c_j + w_j) / W)``, with ``w_j`` the weight of
+    the character, ``c_j`` the weights of the unit's earlier characters and ``W`` their
+    sum. ``weights [b nt]`` are durations in frames (only their ratios inside a unit
+    matter); ``None`` splits every unit evenly.
+
+    Raises:
+        ValueError: the conditions carry no unit timings.
+    """
+    char_unit, unit_frames, unit_mask = _require_units(cond)
+    valid = in_unit_chars(char_unit, cond.text_mask, unit_mask)
+    unit = char_unit.clamp_min(0)
+    if weights is None:
+        w = valid.float()
+    else:
+        w = torch.where(valid, weights.float().clamp_min(_MIN_WEIGHT), torch.zeros_like(weights, dtype=torch.float32))
+    total = torch.zeros(unit_mask.shape, dtype=torch.float32, device=w.device).scatter_add_(1, unit, w)
+    # Cumulative weight inside a unit: the running sum over the text minus its value just
+    # before the unit's first character (out-of-unit characters weigh 0, units are runs).
+    before = torch.cumsum(w, dim=1) - w
+    inf = torch.full_like(before, float("inf"))
+    offset = torch.full_like(total, float("inf")).scatter_reduce_(
+        1, unit, torch.where(valid, before, inf), reduce="amin", include_self=True
+    )
+    lo = before - torch.gather(offset, 1, unit).nan_to_num(posinf=0.0)
+    start = torch.gather(unit_frames[..., 0].float(), 1, unit)
+    length = torch.gather((unit_frames[..., 1] - unit_frames[..., 0]).clamp_min(0).float(), 1, unit)
+    scale = length / torch.gather(total, 1, unit).clamp_min(1e-12)
+    first = start + lo * scale
+    last = first + w * scale
+    centres = torch.arange(cond.num_frames, device=w.device, dtype=torch.float32) + 0.5
+    on = (centres[None, :, None] >= first[:, None, :]) & (centres[None, :, None] < last[:, None, :])
+    on = on & valid[:, None, :] & cond.frame_mask[:, :, None]
+    return on.float()
+
+
+def char_units_from_ids(ids: Sequence[int], separator_ids: Collection[int]) -> list[int]:
+    """Unit index of each character when units are runs of non-separator characters.
+
+    ``separator_ids`` (e.g. the id of " ") get ``-1``; each maximal run of other characters
+    is one unit, numbered from 0.
+    """
+    out: list[int] = []
+    unit, inside = -1, False
+    for c in ids:
+        if c in separator_ids:
+            out.append(-1)
+            inside = False
+        else:
+            if not inside:
+                unit += 1
+                inside = True
+            out.append(unit)
+    return out
+
+
+def unit_frames_from_durations(
+    log_duration: torch.Tensor,
+    char_unit: Sequence[int],
+    *,
+    start: int = 0,
+    total: int | None = None,
+) -> list[tuple[int, int]]:
+    """Consecutive unit timings of one item from its predicted character durations.
+
+    Each unit lasts the sum of its characters' predicted durations (``log_duration [nt]``,
+    ``log(1 + d)`` in frames); units follow each other from frame ``start``. With ``total``
+    the lengths are scaled so the units fill exactly ``total`` frames (cumulative rounding,
+    so no frame is lost); without it each unit is rounded to at least one frame.
+
+    Returns:
+        ``[(frame_start, frame_end), ...]`` per unit (end exclusive), in unit order.
+    """
+    d = durations_from_log(log_duration.detach().cpu()).tolist()
+    n_units = max(char_unit, default=-1) + 1
+    lengths = [0.0] * n_units
+    for j, u in enumerate(char_unit):
+        if u >= 0:
+            lengths[u] += d[j]
+    if n_units == 0:
+        return []
+    lengths = [max(1.0, x) for x in lengths]
+    if total is None:
+        ends = []
+        acc = start
+        for x in lengths:
+            acc += max(1, round(x))
+            ends.append(acc)
+    else:
+        whole = sum(lengths)
+        acc_f, ends = 0.0, []
+        for x in lengths:
+            acc_f += x
+            ends.append(start + round(total * acc_f / whole))
+    starts = [start, *ends[:-1]]
+    return list(zip(starts, ends, strict=True))

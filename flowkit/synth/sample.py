@@ -1,0 +1,234 @@
+"""Synthesis: integrate the learned flow from noise to latents, with classifier-free guidance.
+
+Shape legend: b batch, n frames, d latent channels, nt characters, u units.
+
+Generation is infilling: each item's frames are a prompt (clean latents of a reference
+utterance, optional) followed by the target span to generate; the text is the prompt's
+characters followed by the target's. `inference_conditions` builds that batch (deciding
+each target length, from the duration head on the aligned text path), `synthesize` runs
+the ODE solver, and `target_spans` cuts out the generated spans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+
+import attrs
+import numpy as np
+import torch
+
+from flowkit.errors import ConfigError
+from flowkit.model.conditions import Conditions
+from flowkit.model.dit import DiT
+from flowkit.model.durations import char_units_from_ids, unit_frames_from_durations
+from flowkit.protocols import Schedule, Solver
+
+__all__ = ["Utterance", "inference_conditions", "synthesize", "target_spans"]
+
+
+@attrs.frozen
+class Utterance:
+    """One utterance to synthesise.
+
+    Attributes:
+        text: character ids of the target text (the text front end's ``encode``).
+        prompt: ``[n_p d]`` normalised latents of the prompt (speaker reference) or None.
+        prompt_text: character ids of what is said in the prompt.
+        target_frames: length of the target span in frames; None: estimated (aligned path:
+            the predicted durations; unaligned: the prompt's frames per character).
+        language, emotion, rate, loudness: ids as in `Conditions` (0 = unknown).
+        intensity: emotion intensity in [0, 1], None when unknown.
+    """
+
+    text: Sequence[int]
+    prompt: np.ndarray | torch.Tensor | None = None
+    prompt_text: Sequence[int] = ()
+    target_frames: int | None = None
+    language: int = 0
+    emotion: int = 0
+    intensity: float | None = None
+    rate: int = 0
+    loudness: int = 0
+
+
+def _prompt_tensor(u: Utterance, latent_dim: int) -> torch.Tensor:
+    if u.prompt is None:
+        return torch.zeros((0, latent_dim), dtype=torch.float32)
+    p = torch.as_tensor(np.asarray(u.prompt) if not isinstance(u.prompt, torch.Tensor) else u.prompt)
+    if p.dim() != 2 or p.shape[1] != latent_dim:
+        raise ConfigError(f"prompt latents have shape {tuple(p.shape)}; expected [frames, {latent_dim}]")
+    return p.float().cpu()
+
+
+def _pad_stack(rows: list[list[int]], fill: int) -> torch.Tensor:
+    width = max((len(r) for r in rows), default=0)
+    return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows], dtype=torch.long).reshape(len(rows), width)
+
+
+def inference_conditions(
+    model: DiT,
+    utterances: Sequence[Utterance],
+    *,
+    separator_ids: Collection[int] = (),
+) -> Conditions:
+    """`Conditions` for a batch of utterances: prompt frames then target span, no CFG dropout.
+
+    The text of item ``i`` is ``prompt_text + text``. On the aligned text path the units are
+    the runs of characters between ``separator_ids`` (e.g. the id of " "); the duration
+    head sizes every unit; the prompt's units are scaled to fill the prompt exactly and the
+    target's follow it (scaled to ``target_frames`` when that is given). On the unaligned
+    path a missing ``target_frames`` is the prompt's frames per character times the target's
+    characters (as F5-TTS estimates it).
+
+    Raises:
+        ConfigError: no utterances, empty text, prompt latents of the wrong width, or an
+            unaligned model without ``target_frames`` or a prompt to estimate it from.
+    """
+    if not utterances:
+        raise ConfigError("inference_conditions: no utterances given")
+    device = next(model.parameters()).device
+    d = model.latent_dim
+    aligned = model.cfg.text_path == "aligned"
+    prompts = [_prompt_tensor(u, d) for u in utterances]
+    texts = [list(u.prompt_text) + list(u.text) for u in utterances]
+    for i, u in enumerate(utterances):
+        if not u.text:
+            raise ConfigError(f"utterance {i}: empty text; give at least one character id")
+    sep = set(separator_ids)
+    emotion = torch.tensor([u.emotion for u in utterances], dtype=torch.long)
+    intensity = torch.tensor([0.0 if u.intensity is None else float(u.intensity) for u in utterances])
+    common = dict(
+        text=_pad_stack(texts, 0),
+        text_mask=_pad_stack([[1] * len(t) for t in texts], 0).bool(),
+        language=torch.tensor([u.language for u in utterances], dtype=torch.long),
+        emotion=emotion,
+        intensity=intensity,
+        emotion_known=(emotion > 0) | torch.tensor([u.intensity is not None for u in utterances]),
+        rate=torch.tensor([u.rate for u in utterances], dtype=torch.long),
+        loudness=torch.tensor([u.loudness for u in utterances], dtype=torch.long),
+        drop_text=torch.zeros(len(utterances), dtype=torch.bool),
+        drop_prompt=torch.zeros(len(utterances), dtype=torch.bool),
+    )
+
+    n_prompt = [int(p.shape[0]) for p in prompts]
+    units: list[list[tuple[int, int]]] = []
+    char_units: list[list[int]] = []
+    n_target: list[int] = []
+    if aligned:
+        # A unit never spans the prompt/target boundary: number the two parts separately.
+        for u in utterances:
+            pu = char_units_from_ids(list(u.prompt_text), sep)
+            tu = char_units_from_ids(list(u.text), sep)
+            shift = max(pu, default=-1) + 1
+            char_units.append(pu + [k + shift if k >= 0 else -1 for k in tu])
+        draft = Conditions(
+            frame_mask=torch.ones((len(utterances), 1), dtype=torch.bool),
+            target_mask=torch.ones((len(utterances), 1), dtype=torch.bool),
+            prompt=torch.zeros((len(utterances), 1, d)),
+            char_unit=_pad_stack(char_units, -1),
+            **common,
+        ).to(device)
+        with torch.no_grad():
+            log_duration = model.predict_durations(draft).cpu()
+        for i, u in enumerate(utterances):
+            k = len(u.prompt_text)
+            pu, tu = char_units[i][:k], char_units[i][k:]
+            shift = max(pu, default=-1) + 1
+            prompt_units = unit_frames_from_durations(log_duration[i, :k], pu, start=0, total=n_prompt[i]) if n_prompt[i] else []
+            if not n_prompt[i]:  # prompt text without prompt audio: its units get no frames
+                prompt_units = [(0, 0)] * shift
+            target_units = unit_frames_from_durations(
+                log_duration[i, k : len(texts[i])],
+                [x - shift if x >= 0 else -1 for x in tu],
+                start=n_prompt[i],
+                total=u.target_frames,
+            )
+            units.append(prompt_units + target_units)
+            end = target_units[-1][1] if target_units else n_prompt[i] + 1
+            n_target.append(u.target_frames if u.target_frames is not None else end - n_prompt[i])
+    else:
+        for i, u in enumerate(utterances):
+            if u.target_frames is not None:
+                n_target.append(int(u.target_frames))
+            elif n_prompt[i] and u.prompt_text:
+                n_target.append(max(1, round(n_prompt[i] * len(u.text) / len(u.prompt_text))))
+            else:
+                raise ConfigError(
+                    f"utterance {i}: give target_frames (or a prompt with its prompt_text to "
+                    "estimate it): the unaligned text path has no duration model"
+                )
+    if any(t < 1 for t in n_target):
+        raise ConfigError(f"target_frames must be >= 1, got {n_target}")
+
+    total = [p + t for p, t in zip(n_prompt, n_target, strict=True)]
+    n = max(total)
+    frames = torch.arange(n)[None, :]
+    frame_mask = frames < torch.tensor(total)[:, None]
+    target_mask = frame_mask & (frames >= torch.tensor(n_prompt)[:, None])
+    prompt = torch.zeros((len(utterances), n, d))
+    for i, p in enumerate(prompts):
+        prompt[i, : p.shape[0]] = p
+    extra: dict[str, torch.Tensor] = {}
+    if aligned:
+        width = max(1, max(len(x) for x in units))
+        unit_frames = torch.zeros((len(utterances), width, 2), dtype=torch.long)
+        unit_mask = torch.zeros((len(utterances), width), dtype=torch.bool)
+        for i, row in enumerate(units):
+            if row:
+                unit_frames[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+                unit_mask[i, : len(row)] = True
+        extra = dict(char_unit=_pad_stack(char_units, -1), unit_frames=unit_frames, unit_mask=unit_mask)
+    return Conditions(frame_mask=frame_mask, target_mask=target_mask, prompt=prompt, **common, **extra).to(device)
+
+
+@torch.no_grad()
+def synthesize(
+    model: DiT,
+    cond: Conditions,
+    *,
+    schedule: Schedule,
+    solver: Solver,
+    steps: int = 32,
+    cfg_strength: float = 2.0,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """Generate the target spans of ``cond``: latents ``[b n d]`` (normalised), prompt frames
+    copied from ``cond.prompt``, zero on padding.
+
+    The noise is drawn on the CPU from ``generator``. Classifier-free guidance follows
+    F5-TTS: ``v = v_cond + s (v_cond - v_uncond)`` with the unconditional pass dropping text
+    AND prompt; ``s = 0`` is the conditional model alone (its pass is skipped). The model
+    runs in eval mode (restored afterwards) and, on the aligned path, in the "even" phase.
+
+    Raises:
+        ConfigError: ``steps`` < 1 (from the solver) or a negative ``cfg_strength``.
+    """
+    if cfg_strength < 0:
+        raise ConfigError(f"cfg_strength = {cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
+    device = next(model.parameters()).device
+    b, n = cond.frame_mask.shape
+    x0 = torch.randn((b, n, model.latent_dim), generator=generator, dtype=torch.float32).to(device)
+    uncond = cond.replace(drop_text=torch.ones_like(cond.drop_text), drop_prompt=torch.ones_like(cond.drop_prompt))
+
+    def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        tb = t.reshape(()).expand(b).to(device=device, dtype=torch.float32)
+        v = schedule.velocity(x, tb, model(x, tb, cond, phase="even").output.float())
+        if cfg_strength == 0:
+            return v
+        v_uncond = schedule.velocity(x, tb, model(x, tb, uncond, phase="even").output.float())
+        return v + cfg_strength * (v - v_uncond)
+
+    was_training = model.training
+    model.eval()
+    try:
+        x1 = solver(field, x0, steps)
+    finally:
+        model.train(was_training)
+    keep_prompt = (cond.frame_mask & ~cond.target_mask)[..., None]
+    x1 = torch.where(keep_prompt, cond.prompt.to(x1.dtype), x1)
+    return x1.masked_fill(~cond.frame_mask[..., None], 0.0)
+
+
+def target_spans(latents: torch.Tensor, cond: Conditions) -> list[torch.Tensor]:
+    """The generated span of each item: ``[n_target_i d]`` cut from ``latents [b n d]``."""
+    return [latents[i][cond.target_mask[i]] for i in range(latents.shape[0])]

@@ -1,0 +1,105 @@
+"""What may differ between a checkpoint and the run that continues from it.
+
+Resume (same run, continued): the config may change only in how the run is watched —
+logging, evaluation, saving — and by raising the step count (`RESUME_ALLOW`); the data
+must have the same fingerprint; the checkpoint must not lie past the configured steps.
+
+init-from (a new run from another run's weights): the model configs must be equal except
+the one step `INIT_FROM_ALLOWED`, ``dur_cond: "none" -> "emotion"``, whose new
+zero-initialised FiLM parameters (`flowkit.model.dit.DUR_FILM_PREFIX`) keep their
+initialisation.
+
+Every refusal is a `ResumeError` of one line that says what differs and what to do.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from flowkit.config import config_diff
+from flowkit.errors import ResumeError
+
+__all__ = [
+    "INIT_FROM_ALLOWED",
+    "RESUME_ALLOW",
+    "check_data",
+    "check_init_from_model",
+    "check_resume_config",
+    "check_steps",
+]
+
+#: Bindings a resume may change (fnmatch patterns over ``selector.parameter``).
+RESUME_ALLOW: tuple[str, ...] = (
+    "Trainer.steps",  # raising only: see check_steps
+    "Trainer.log_every",
+    "Trainer.eval_every",
+    "Trainer.eval_batches",
+    "Trainer.save_every",
+    "Trainer.keep_last",
+    "Trainer.loggers",
+    "logger.*",
+    "*/logger.*",
+)
+
+#: The model-config change init-from accepts: field -> (parent value, child value).
+INIT_FROM_ALLOWED: dict[str, tuple[Any, Any]] = {"dur_cond": ("none", "emotion")}
+
+_STEPS = re.compile(r"^\s*(\d+)\s*$")
+
+
+def check_resume_config(saved_text: str, current_text: str, *, run_dir: str) -> dict[str, tuple[Any, Any]]:
+    """The allowed differences between the checkpoint's config and the current one.
+
+    Raises:
+        ResumeError: a difference outside `RESUME_ALLOW`, or steps lowered.
+    """
+    diff = config_diff(saved_text, current_text, allow=RESUME_ALLOW)
+    if not diff.ok:
+        raise ResumeError(
+            f"the config of {run_dir} changed since its checkpoint ({diff.describe()}); only "
+            "logging, evaluation, saving and raising Trainer.steps may change on resume — undo "
+            "the change, or start a new run (flowkit init-from CHECKPOINT CONFIG to keep the weights)"
+        )
+    return dict(diff.allowed)
+
+
+def check_steps(checkpoint_step: int, steps: int, *, checkpoint: str) -> None:
+    """Raises ResumeError when the checkpoint is already past the configured steps."""
+    if checkpoint_step > steps:
+        raise ResumeError(
+            f"checkpoint {checkpoint} is at step {checkpoint_step}, past Trainer.steps = {steps}; "
+            f"resume with --steps {checkpoint_step} or more"
+        )
+
+
+def check_data(saved: str | None, current: str, *, run_dir: str) -> None:
+    """Raises ResumeError when the training data's fingerprint changed."""
+    if saved != current:
+        raise ResumeError(
+            f"the training data of {run_dir} changed (fingerprint {saved} -> {current}); resume "
+            "with the stores the run started on, or start a new run from its weights with "
+            "flowkit init-from"
+        )
+
+
+def check_init_from_model(parent: Mapping[str, Any], child: Mapping[str, Any], *, parent_path: str) -> dict[str, tuple[Any, Any]]:
+    """Compare two model configs (``attrs.asdict`` form) for init-from.
+
+    Returns:
+        The accepted differences (empty, or `INIT_FROM_ALLOWED`).
+
+    Raises:
+        ResumeError: any other difference, naming the fields.
+    """
+    keys = sorted(set(parent) | set(child))
+    diff = {k: (parent.get(k), child.get(k)) for k in keys if parent.get(k) != child.get(k)}
+    refused = {k: v for k, v in diff.items() if INIT_FROM_ALLOWED.get(k) != v}
+    if refused:
+        text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
+        raise ResumeError(
+            f"the model config differs from the parent {parent_path} ({text}); init-from needs the "
+            "same model, except dur_cond 'none' -> 'emotion' — use the parent's model settings"
+        )
+    return diff

@@ -1,0 +1,354 @@
+"""The training loop: `Trainer.run` tells the story, `Trainer.train_step` does one update.
+
+Shape legend: b batch, n frames, d latent channels, nt characters.
+
+One step = ``grad_accum_steps`` micro-batches, then one AdamW update (unless the step is
+skipped by the non-finite policy). Order inside `run`: set the learning rate, take a step,
+log, maybe evaluate, maybe save — so every record of step s is written before the
+checkpoint of step s, and a resume from it replays nothing twice. Ctrl-C and SIGTERM
+only raise a flag; the loop stops after the current step and saves.
+
+Syncs: the step reads one boolean back from the device (is the loss and gradient norm
+finite?) and converts its metrics to Python numbers only on log steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import torch
+
+from flowkit.errors import TrainingError
+from flowkit.train import checkpoint
+from flowkit.train.batches import BatchBuilder
+from flowkit.train.batching import BatchStream
+from flowkit.train.collate import Batch
+from flowkit.train.ema import EMA
+from flowkit.train.evaluation import Evaluator
+from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_totals
+from flowkit.train.optimization import set_learning_rate
+from flowkit.train.pairing import PairingCounts
+from flowkit.train.randomness import RandomStreams
+from flowkit.train.settings import TrainerSettings
+from flowkit.train.workspace import Workspace
+
+__all__ = ["Counters", "StepStats", "StopFlag", "Trainer"]
+
+
+@attrs.define
+class Counters:
+    """Scalars that travel in every checkpoint.
+
+    ``horizon`` is the number of optimizer updates the lr schedule spans, fixed when the
+    run starts: a resume with more steps continues on the schedule's floor.
+    """
+
+    step: int = 0  # steps taken (micro-batch groups consumed)
+    updates: int = 0  # optimizer updates applied (steps minus skipped ones)
+    horizon: int = 0
+    skipped: int = 0
+    consecutive_skips: int = 0
+    best_val_loss: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return attrs.asdict(self)
+
+
+@attrs.define
+class StepStats:
+    """What one step produced; tensors stay on the device until a log step reads them."""
+
+    step: int
+    loss: torch.Tensor
+    terms: dict[str, torch.Tensor]
+    grad_norm: torch.Tensor
+    lr: float
+    items: int
+    real_frames: int
+    target_frames: int
+    pairing: PairingCounts
+    step_s: float
+    data_s: float
+    skipped: bool = False
+
+
+class StopFlag:
+    """Set by SIGTERM / Ctrl-C; the loop polls it between steps."""
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self.signal is not None
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[StopFlag]:
+        """Route SIGTERM and SIGINT to the flag (main thread only); a second Ctrl-C aborts."""
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+
+        def handler(signum: int, frame: object) -> None:
+            if signum == signal.SIGINT and self.signal == signal.SIGINT:
+                raise KeyboardInterrupt
+            self.signal = signum
+
+        previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            yield self
+        finally:
+            for s, h in previous.items():
+                signal.signal(s, h)
+
+
+class Trainer:
+    """Owns the model, optimizer, EMA, batch stream and random streams of a run.
+
+    Built by `flowkit.train.run` (which loads data, builds the model and restores a
+    checkpoint); ``meta`` is the static part of every checkpoint's ``meta.json``.
+    """
+
+    def __init__(
+        self,
+        settings: TrainerSettings,
+        *,
+        model: torch.nn.Module,
+        ema: EMA,
+        optimizer: torch.optim.Optimizer,
+        stream: BatchStream,
+        streams: RandomStreams,
+        builder: BatchBuilder,
+        evaluator: Evaluator | None,
+        workspace: Workspace,
+        loggers: Sequence[Any],
+        device: torch.device,
+        meta: dict[str, Any],
+        counters: Counters,
+        pairing_totals: PairingCounts | None = None,
+        resumed: bool = False,
+    ) -> None:
+        self.settings = settings
+        self.model = model
+        self.ema = ema
+        self.optimizer = optimizer
+        self.stream = stream
+        self.streams = streams
+        self.builder = builder
+        self.evaluator = evaluator
+        self.workspace = workspace
+        self.loggers = list(loggers)
+        self.device = device
+        self.meta = meta
+        self.counters = counters
+        self.pairing_totals = pairing_totals or PairingCounts()
+        self.resumed = resumed
+        self.autocast = device.type == "cuda"
+        self.names = loss_names(settings.losses)
+        self.params = [p for p in model.parameters() if p.requires_grad]
+        self.stop = StopFlag()
+        self.last_saved = counters.step if resumed else None
+        self._overfit: list[Batch] | None = None
+        self._window = PairingCounts()
+
+    # ---- the loop ----
+
+    def run(self) -> str:
+        """Train to ``settings.steps`` or a stop request; returns "completed" or "interrupted".
+
+        Raises:
+            TrainingError: a non-finite loss or gradient (policy "stop", or too many skips).
+        """
+        s, c = self.settings, self.counters
+        with self.stop.installed():
+            if not self.resumed and s.eval_every is not None:
+                self.evaluate()
+            while c.step < s.steps and not self.stop.requested:
+                lr = self.set_lr()
+                stats = self.train_step(lr)
+                self.maybe_log(stats)
+                if s.eval_every is not None and (c.step % s.eval_every == 0 or c.step == s.steps):
+                    self.evaluate()
+                if c.step % s.save_every == 0 or c.step == s.steps:
+                    self.save()
+            if self.last_saved != c.step:
+                self.save()
+        if self.stop.requested and c.step < s.steps:
+            self.log({"kind": "event", "step": c.step, "event": "stopped", "signal": self.stop.signal})
+            return "interrupted"
+        return "completed"
+
+    def set_lr(self) -> float:
+        """``lr * lr_schedule(updates, horizon)``: counted in optimizer updates."""
+        c = self.counters
+        lr = self.settings.lr * float(self.settings.lr_schedule(c.updates, c.horizon))
+        set_learning_rate(self.optimizer, lr)
+        return lr
+
+    # ---- one step ----
+
+    def next_batches(self) -> tuple[list[Batch], PairingCounts]:
+        """The CPU micro-batches of the next step (the same one again with overfit_one_batch)."""
+        if self._overfit is not None:
+            return self._overfit, PairingCounts()
+        batches, counts = [], PairingCounts()
+        for _ in range(self.settings.grad_accum_steps):
+            _, indices = self.stream.next()
+            batch, plan_counts = self.builder.build(indices, self.streams.data, train=True)
+            batches.append(batch)
+            counts.add(plan_counts)
+        if self.settings.overfit_one_batch:
+            self._overfit = batches
+        return batches, counts
+
+    def train_step(self, lr: float) -> StepStats:
+        """One optimizer step over ``grad_accum_steps`` micro-batches.
+
+        Each loss term is weighted across micro-batches by its own unit count (see
+        `flowkit.train.objective`), so the step equals one batch of all the items.
+
+        Raises:
+            TrainingError: non-finite loss or gradient norm under the "stop" policy, or
+                ``max_consecutive_skips`` skipped steps in a row under "skip".
+        """
+        s, c = self.settings, self.counters
+        started = time.perf_counter()
+        batches, counts = self.next_batches()
+        totals = unit_totals([b.cond for b in batches])
+        data_s = time.perf_counter() - started
+        self.model.train()
+        self.optimizer.zero_grad(set_to_none=True)
+        term_sums: dict[str, torch.Tensor] = {}
+        for cpu_batch in batches:
+            batch = cpu_batch.to(self.device)
+            t, x0 = draw_flow(batch.x1.shape, s.t_sampler, self.streams.flow)
+            terms, _ = loss_terms(self.model, s.schedule, s.losses, self.names, batch.x1, batch.cond, t, x0,
+                                  autocast=self.autocast)
+            objective = torch.zeros((), device=self.device)
+            for named in terms:
+                share = named.term.value * (named.term.count / totals[named.term.unit])
+                objective = objective + named.weight * share
+                term_sums[named.name] = term_sums.get(named.name, 0.0) + share.detach()
+            objective.backward()
+        loss = sum((self._weight(name) * value for name, value in term_sums.items()), torch.zeros((), device=self.device))
+        max_norm = s.grad_clip if s.grad_clip is not None else math.inf
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+        # The one sync of a step: a NaN/inf must not reach the weights, the EMA or Adam's moments.
+        finite = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
+        skipped = not finite and self._nonfinite(loss, grad_norm)
+        if not skipped:
+            self.optimizer.step()
+            self.ema.update(self.model)
+            c.updates += 1
+            c.consecutive_skips = 0
+        self.optimizer.zero_grad(set_to_none=True)
+        c.step += 1
+        self.pairing_totals.add(counts)
+        self._window.add(counts)
+        return StepStats(
+            step=c.step, loss=loss.detach(), terms=term_sums, grad_norm=grad_norm.detach(), lr=lr,
+            items=sum(b.x1.shape[0] for b in batches), real_frames=sum(b.num_real_frames for b in batches),
+            target_frames=sum(b.num_target_frames for b in batches), pairing=counts,
+            step_s=time.perf_counter() - started, data_s=data_s, skipped=skipped,
+        )
+
+    def _weight(self, name: str) -> float:
+        return float(getattr(self.settings.losses[self.names.index(name)], "weight", 1.0))
+
+    def _nonfinite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
+        """Apply the non-finite policy; True when the step is skipped (else raises)."""
+        s, c = self.settings, self.counters
+        what = "loss" if not bool(torch.isfinite(loss)) else "gradient norm"
+        at = f"non-finite {what} at step {c.step + 1} (loss {float(loss):.4g}, gradient norm {float(grad_norm):.4g})"
+        if s.nonfinite == "stop":
+            raise TrainingError(
+                f"{at}; the run stopped without applying it (last checkpoint in "
+                f"{self.workspace.checkpoints}) — lower Trainer.lr or set Trainer.nonfinite = 'skip'"
+            )
+        c.skipped += 1
+        c.consecutive_skips += 1
+        self.log({"kind": "event", "step": c.step + 1, "event": "skipped_nonfinite", "what": what})
+        if c.consecutive_skips >= s.max_consecutive_skips:
+            raise TrainingError(
+                f"{at}: {c.consecutive_skips} steps in a row skipped (Trainer.max_consecutive_skips = "
+                f"{s.max_consecutive_skips}); lower Trainer.lr or check the data"
+            )
+        return True
+
+    # ---- logging, evaluation, saving ----
+
+    def log(self, record: dict[str, Any]) -> None:
+        for logger in self.loggers:
+            logger.log(record)
+
+    def maybe_log(self, stats: StepStats) -> None:
+        s, c = self.settings, self.counters
+        if c.step % s.log_every and c.step != s.steps:
+            return
+        record: dict[str, Any] = {
+            "kind": "train", "step": c.step, "loss": float(stats.loss), "lr": stats.lr,
+            "grad_norm": float(stats.grad_norm), "items": stats.items, "frames": stats.real_frames,
+            "target_frames": stats.target_frames, "epoch": self.stream.position.epoch,
+            "updates": c.updates, "skipped": c.skipped,
+        }
+        if len(stats.terms) > 1:
+            record.update({f"loss/{name}": float(value) for name, value in stats.terms.items()})
+        if self._window.items and hasattr(self.settings.pairing, "cross_p"):
+            record["cross_frac"] = self._window.cross_frac
+            record["cross_fallback_frac"] = self._window.fallback_frac
+        self._window = PairingCounts()
+        if self.device.type == "cuda":
+            record["max_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 1e9
+        # Wall-clock fields: the only ones that differ between a run and its resumed twin.
+        record["frames_per_s"] = stats.real_frames / max(stats.step_s, 1e-9)
+        record["step_s"] = stats.step_s
+        record["data_s"] = stats.data_s
+        record["best_val_loss"] = c.best_val_loss
+        self.log(record)
+        self.workspace.write_heartbeat(c.step, s.steps)
+
+    def evaluate(self) -> dict[str, float]:
+        """Run the validation passes, log them, and keep the best EMA checkpoint in ``best/``."""
+        if self.evaluator is None:
+            return {}
+        c = self.counters
+        metrics = self.evaluator.evaluate(self.model, self.ema)
+        if not metrics:
+            return metrics
+        current = metrics.get("val_loss_ema")
+        improved = current is not None and (c.best_val_loss is None or current < c.best_val_loss)
+        if improved:
+            c.best_val_loss = current
+        self.log({"kind": "eval", "step": c.step, **metrics, "best_val_loss": c.best_val_loss})
+        if improved and c.step > 0:
+            checkpoint.save_checkpoint(self.workspace.best, c.step, self.state_dict(), self.checkpoint_meta(), keep_last=1)
+        return metrics
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a bit-identical resume needs (tensors and plain values only)."""
+        return {
+            "model": self.model.state_dict(),
+            "ema": self.ema.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "counters": self.counters.to_dict(),
+            "sampler": self.stream.state_dict(),
+            "rng": self.streams.capture(),
+            "pairing_totals": self.pairing_totals.to_dict(),
+        }
+
+    def checkpoint_meta(self) -> dict[str, Any]:
+        return {**self.meta, "counters": self.counters.to_dict(), "pairing_totals": self.pairing_totals.to_dict()}
+
+    def save(self) -> None:
+        s, c = self.settings, self.counters
+        checkpoint.save_checkpoint(
+            self.workspace.checkpoints, c.step, self.state_dict(), self.checkpoint_meta(), keep_last=s.keep_last
+        )
+        self.last_saved = c.step

@@ -1,0 +1,100 @@
+"""The command line: start-up without heavy imports, one-line errors, plugins and config."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from flowkit.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+HEAVY = ("torch", "zarr", "gin", "numpy", "librosa", "matplotlib")
+COMMANDS = ("train", "resume", "init-from", "report", "prepare", "plugins", "config", "synthesize")
+
+
+def run_cli(*args):
+    result = CliRunner().invoke(app, list(args))
+    return result
+
+
+@pytest.mark.parametrize("argv", [["--help"]] + [[c, "--help"] for c in COMMANDS])
+def test_help_imports_nothing_heavy(argv):
+    code = (
+        "import sys\n"
+        "from flowkit.cli.app import app\n"
+        "try:\n"
+        f"    app({argv!r}, prog_name='flowkit')\n"
+        "except SystemExit as e:\n"
+        "    assert e.code == 0, e.code\n"
+        f"heavy = [m for m in {HEAVY!r} if m in sys.modules]\n"
+        "print('HEAVY', heavy)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert "HEAVY []" in out.stdout, out.stdout[-500:]
+    assert "Usage" in out.stdout
+
+
+def test_unknown_command_suggests():
+    result = run_cli("trian")
+    assert result.exit_code != 0
+    assert "train" in result.output
+
+
+def test_plugins_table_lists_builtin_and_third_party():
+    result = run_cli("plugins", "t_sampler")
+    assert result.exit_code == 0, result.output
+    assert "logit_normal" in result.output
+    assert "flowkit-tsamplers" in result.output
+    assert "mode" in result.output
+
+
+def test_plugins_markdown_is_the_gin_reference():
+    result = run_cli("plugins", "--markdown")
+    assert result.exit_code == 0, result.output
+    assert "### `schedule.flow_matching`" in result.output
+    assert "| `sigma_min` | `float` |" in result.output
+
+
+def test_plugins_unknown_kind_is_one_line():
+    result = run_cli("plugins", "shedule")
+    assert result.exit_code == 2
+    assert "did you mean 'schedule'" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_config_prints_the_resolved_view(tmp_path):
+    exp = tmp_path / "e.gin"
+    exp.write_text("schedule.flow_matching.sigma_min = 0.1\n")
+    result = run_cli("config", str(exp), "-b", "schedule.flow_matching.sigma_min = 0.3")
+    assert result.exit_code == 0, result.output
+    assert "schedule.flow_matching.sigma_min = 0.3" in result.output
+
+
+def test_config_error_is_one_line_and_nonzero(tmp_path):
+    exp = tmp_path / "e.gin"
+    exp.write_text("schedule.flow_matching.sigma_mn = 0.1\n")
+    result = run_cli("config", str(exp))
+    assert result.exit_code == 2
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert len(lines) == 1, result.output
+    assert "did you mean 'sigma_min'" in lines[0]
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    exp = tmp_path / "e.gin"
+    exp.write_text("schedule.flow_matching.sigma_mn = 0.1\n")
+    out = subprocess.run([sys.executable, "-m", "flowkit", "--debug", "config", str(exp)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode != 0
+    assert "Traceback" in out.stderr
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO / "gin").glob("*.gin")))
+def test_every_shipped_gin_file_parses(name):
+    result = run_cli("config", str(REPO / "gin" / name))
+    assert result.exit_code == 0, result.output
