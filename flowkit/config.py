@@ -181,9 +181,31 @@ def parse_bindings(bindings: Sequence[str]) -> ParsedConfig:
     return parse((), bindings)
 
 
+_BINDING_LINE = re.compile(r"^(?P<scope>(?:[\w.]+/)*)(?P<selector>[\w.]+)\.(?P<param>\w+)(?P<rest> = .*)$")
+
+
 def config_text() -> str:
-    """Every binding in force, as gin text (what a run saves as ``config.gin``)."""
-    return gin.config_str()
+    """Every binding in force, as gin text (what a run saves as ``config.gin``).
+
+    Components are written with their full ``kind.name`` (gin itself shortens them to the
+    shortest unambiguous name), so the text reads like the experiment files.
+    """
+    lines = []
+    for line in gin.config_str().splitlines():
+        m = _BINDING_LINE.match(line)
+        if m:
+            try:
+                configurable = gin.config._REGISTRY.get_match(m.group("selector"))
+            except (KeyError, ValueError):
+                configurable = None
+            if configurable is not None:
+                line = f"{m.group('scope')}{_display_name(configurable)}.{m.group('param')}{m.group('rest')}"
+        elif line.startswith("# Parameters for "):
+            continue
+        elif line.startswith("# ====="):
+            continue
+        lines.append(line)
+    return "\n".join(lines).strip() + "\n"
 
 
 # ---- error translation ----------------------------------------------------------------
@@ -191,12 +213,16 @@ def config_text() -> str:
 _LOCATION = re.compile(r'In file "(?P<file>[^"]+)", line (?P<line>\d+)|In bindings string line (?P<bline>\d+)')
 
 
+def _display_name(configurable: object) -> str:
+    """``kind.name`` for a registered component, the bare name for other configurables."""
+    module = getattr(configurable, "module", None) or ""
+    name = configurable.name  # type: ignore[attr-defined]
+    return f"{module}.{name}" if module in registry.KINDS else name
+
+
 def _known_configurables() -> list[str]:
-    names = set()
-    for _, configurable in gin.config._REGISTRY.items():  # gin 0.5 has no public listing
-        module = configurable.module or ""
-        names.add(f"{module}.{configurable.name}" if module in registry.KINDS else configurable.name)
-    return sorted(names)
+    # gin 0.5 has no public listing of its registry
+    return sorted({_display_name(c) for _, c in gin.config._REGISTRY.items()})
 
 
 def _parameters_of(selector: str) -> list[str]:
@@ -340,7 +366,7 @@ def _check_types() -> None:
             if field is None or field.name not in hints:
                 continue
             if _accepts(hints[field.name], value) is False:
-                name = configurable.name if hasattr(configurable, "name") else selector
+                name = _display_name(configurable)
                 full = f"{scope}/{name}" if scope else name
                 raise ConfigError(
                     f"{full}.{param} = {value!r}: expected {registry._type_name(hints[field.name])}, "
@@ -368,31 +394,27 @@ class ConfigDiff:
 
 
 def _bindings_of(text: str) -> dict[str, str]:
-    """``{selector.param: value text}`` of a gin text as written by `config_text`."""
+    """``{selector.param: value}`` of a gin text as written by `config_text`.
+
+    A statement runs until its brackets close (gin wraps long values over several lines);
+    values are compared without layout (whitespace and trailing commas removed).
+    """
     out: dict[str, str] = {}
     statement: list[str] = []
-
-    def flush() -> None:
-        if not statement:
-            return
-        joined = " ".join(s.strip() for s in statement)
-        key, sep, value = joined.partition("=")
+    depth = 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not statement and (not line or line.startswith("#")):
+            continue
+        statement.append(line)
+        depth += sum(line.count(c) for c in "([{") - sum(line.count(c) for c in ")]}")
+        if depth > 0:
+            continue
+        key, sep, value = " ".join(statement).partition("=")
+        statement, depth = [], 0
         if sep:
-            # gin wraps long values over lines; compare them without layout
             value = re.sub(r"\s+", "", value)
             out[key.strip()] = re.sub(r",([\]\)}])", r"\1", value)
-        statement.clear()
-
-    for raw in text.splitlines():
-        line = raw.split("#", 1)[0].rstrip() if not raw.lstrip().startswith(("'", '"')) else raw
-        if not line.strip():
-            continue
-        if line[0].isspace() and statement:  # continuation of a multi-line value
-            statement.append(line)
-            continue
-        flush()
-        statement.append(line)
-    flush()
     return out
 
 

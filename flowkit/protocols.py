@@ -58,12 +58,20 @@ class Solver(Protocol):
 class BatchSampler(Protocol):
     """Deals item indices into batches; deterministic from (seed, epoch) and resumable."""
 
-    def epoch_batches(self, lengths: np.ndarray, seed: int, epoch: int) -> list[list[int]]: ...
+    def epoch_batches(
+        self, lengths: np.ndarray, seed: int, epoch: int, *, rank: int = 0, world_size: int = 1
+    ) -> Any:
+        """This rank's batches of epoch ``epoch`` (an `flowkit.train.batching.EpochPlan`)."""
+        ...
 
 
 @runtime_checkable
 class Logger(Protocol):
-    def log(self, record: Mapping[str, Any]) -> None: ...
+    def open(self, run_dir: Any, *, resumed: bool, total_steps: int, start_step: int) -> None: ...
+
+    def log(self, record: Mapping[str, Any]) -> None:
+        """One record: ``{"kind": "train" | "eval" | "event", "step": int, ...}``."""
+        ...
 
     def close(self) -> None: ...
 
@@ -120,5 +128,16 @@ class LRSchedule(Protocol):
 class Pairing(Protocol):
     """Chooses prompt and target span for each item of a batch (see flowkit.train.pairing)."""
 
-    def draws_per_item(self) -> int: ...
+    @property
+    def draws_per_item(self) -> int:
+        """Uniform draws consumed per item, fixed whatever happens (reproducible batches)."""
+        ...
+
+    def budget_lengths(self, segments: Sequence[Any]) -> np.ndarray:
+        """Frames each item occupies in the batch budget, reserved prompt frames included."""
+        ...
+
+    def plan(self, batch_indices: Sequence[int], segments: Sequence[Any], rng: np.random.Generator) -> list[Any]:
+        """An `flowkit.train.pairing.ItemPlan` per item: prompt and target span."""
+        ...
 

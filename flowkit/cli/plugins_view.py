@@ -19,8 +19,10 @@ def print_table(comps: Sequence[Component], kind: str | None) -> None:
 
     title = f"flowkit components ({kind})" if kind else "flowkit components"
     table = Table(title=title, show_lines=False, expand=False)
-    for column in ("kind", "name", "distribution", "summary", "parameters"):
-        table.add_column(column, overflow="fold")
+    for column in ("kind", "name", "distribution"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("summary", overflow="fold", ratio=2)
+    table.add_column("parameters", overflow="fold", ratio=1)
     for c in comps:
         table.add_row(c.kind, c.name, c.distribution or "-", c.summary, _params(c))
     console.print(table)

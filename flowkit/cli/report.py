@@ -1,30 +1,62 @@
-"""``flowkit report`` and ``flowkit synthesize`` (bodies in flowkit.report and flowkit.synth)."""
+"""``flowkit report`` and ``flowkit synthesize``: thin wrappers over `flowkit.report.build`
+and `flowkit.synth.cli_synthesize`. Only typer, pathlib and typing are imported here;
+torch and matplotlib load inside the command bodies so ``--help`` stays fast.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 
 def report(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One or more run directories.")],
-    samples: Annotated[int, typer.Option("--samples", help="Validation items to synthesise.")] = 0,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Output directory.")] = None,
+    run_dirs: Annotated[list[Path], typer.Argument(help="One run directory, or several to compare side by side.")],
+    samples: Annotated[
+        int, typer.Option("--samples", min=0, help="Validation items to synthesise per run (best EMA checkpoint).")
+    ] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Output folder. Default: the run directory (one run), ./report-<timestamp> (several)."),
+    ] = None,
 ) -> None:
-    """Write report.md and a self-contained report.html for one or more runs."""
-    from flowkit.errors import FlowkitError
+    """Write report.md and a self-contained report.html (plots, tables, audio samples).
 
-    raise FlowkitError("flowkit report is not built yet")
+    Works on finished, interrupted and still-running runs.
+    """
+    from flowkit.cli.console import console
+    from flowkit.report.build import write_report
+
+    files = write_report(run_dirs, out=out, samples=samples)
+    console.print(f"wrote {files.markdown} and {files.html}", highlight=False, markup=False)
 
 
 def synthesize(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint or run directory.")],
+    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, or a run directory (its best, else newest).")],
     text: Annotated[str, typer.Option("--text", help="Text to speak.")],
-    out: Annotated[Path, typer.Option("--out", help="Output .wav file.")],
+    out: Annotated[Path, typer.Option("--out", help="Output audio file (.wav).")],
+    prompt: Annotated[Path | None, typer.Option("--prompt", help="Reference audio of the voice (WAV/FLAC).")] = None,
+    prompt_text: Annotated[str, typer.Option("--prompt-text", help="What the prompt audio says.")] = "",
+    steps: Annotated[int, typer.Option("--steps", min=1, help="ODE solver steps.")] = 32,
+    cfg: Annotated[float, typer.Option("--cfg", min=0.0, help="Classifier-free guidance strength (0 = off).")] = 2.0,
+    seconds: Annotated[
+        float | None, typer.Option("--seconds", help="Length of the speech; default: duration head, prompt rate, or text length.")
+    ] = None,
+    language: Annotated[str, typer.Option("--language", help="Language code of the text (e.g. en).")] = "",
+    raw: Annotated[bool, typer.Option("--raw", help="Use the raw weights instead of the EMA weights.")] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the initial noise.")] = 0,
 ) -> None:
-    """Synthesise one utterance to a wav file."""
-    from flowkit.errors import FlowkitError
+    """Synthesise one utterance to an audio file."""
+    from flowkit.cli.console import console
+    from flowkit.synth.cli_synthesize import synthesize_file
 
-    raise FlowkitError("flowkit synthesize is not built yet")
+    result = synthesize_file(
+        checkpoint, text, out, prompt=prompt, prompt_text=prompt_text, steps=steps, cfg_strength=cfg,
+        seconds=seconds, language=language, weights="raw" if raw else "ema", seed=seed,
+    )
+    console.print(
+        f"wrote {result.path}: {result.seconds:.2f} s ({result.frames} frames, length from {result.length_from}); "
+        f"{result.label}",
+        highlight=False, markup=False,
+    )

@@ -10,7 +10,7 @@ checkpoint refused, 5 training stopped (non-finite loss, full disk, busy run dir
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -21,14 +21,14 @@ _EXIT_CODES = (
 )
 
 _Bindings = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option("-b", "--binding", help="A gin binding such as 'Trainer.lr = 1e-4', applied last; repeatable."),
 ]
 _Data = Annotated[
-    Optional[list[Path]],
+    list[Path] | None,
     typer.Option("--data", help="A latent store (zarr) to train on; repeatable. Default: Trainer.data, else the bundled demo store."),
 ]
-_Steps = Annotated[Optional[int], typer.Option("--steps", help="Optimizer updates in total (sets Trainer.steps).", min=1)]
+_Steps = Annotated[int | None, typer.Option("--steps", help="Optimizer updates in total (sets Trainer.steps).", min=1)]
 _Device = Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto (CUDA when available).")]
 
 
@@ -44,7 +44,7 @@ def train(
     config: Annotated[Path, typer.Argument(help="The experiment's gin file (includes resolve relative to it).")],
     binding: _Bindings = None,
     data: _Data = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
     steps: _Steps = None,
     device: _Device = "auto",
 ) -> None:
@@ -54,7 +54,8 @@ def train(
     `flowkit resume RUN_DIR`). Ctrl-C or SIGTERM finish the current step, write a
     checkpoint and exit 130.
     """
-    from flowkit.train.run import default_run_dir, train as run_train
+    from flowkit.train.run import default_run_dir
+    from flowkit.train.run import train as run_train
 
     outcome = run_train(
         [config], binding or (), data=data or (), out=out or default_run_dir(config), steps=steps, device=device
@@ -89,7 +90,7 @@ def init_from(
     config: Annotated[Path, typer.Argument(help="The new run's gin file.")],
     binding: _Bindings = None,
     data: _Data = None,
-    out: Annotated[Optional[Path], typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
     steps: _Steps = None,
     device: _Device = "auto",
 ) -> None:
@@ -98,7 +99,8 @@ def init_from(
     The optimizer, learning-rate schedule, sampler and random streams start fresh. The
     model configs must match, except dur_cond 'none' -> 'emotion'.
     """
-    from flowkit.train.run import default_run_dir, init_from as run_init_from
+    from flowkit.train.run import default_run_dir
+    from flowkit.train.run import init_from as run_init_from
 
     outcome = run_init_from(
         parent_checkpoint, [config], binding or (), data=data or (), out=out or default_run_dir(config),

@@ -31,6 +31,7 @@ class EnergyAligner:
     """Word timings from the energy envelope, split by character counts (an estimate)."""
 
     floor_db: float = 35.0  # frames within this many dB of the loudest count as speech
+    absolute_db: float = -60.0  # ... and only when louder than this (dBFS)
 
     def align(
         self, text: str, audio: np.ndarray, sample_rate: int, frame_rate: float, n_frames: int | None = None
@@ -45,7 +46,7 @@ class EnergyAligner:
         hop = max(1, round(sample_rate / frame_rate))
         if n_frames is None:
             n_frames = int(len(audio) / sample_rate * frame_rate)
-        start, end = speech_span(audio, hop, n_frames, self.floor_db)
+        start, end = speech_span(audio, hop, n_frames, self.floor_db, self.absolute_db)
         if not words or end - start < len(words):
             return []
         weights = np.array([e - s for s, e in words], dtype=np.float64)

@@ -85,16 +85,19 @@ def integrated_loudness(audio: np.ndarray, sample_rate: int) -> float:
     return float(value) if np.isfinite(value) else float("nan")
 
 
-def speech_span(audio: np.ndarray, hop: int, n_frames: int, floor_db: float = 35.0) -> tuple[int, int]:
-    """Frames ``[start, end)`` between the first and last frame within ``floor_db`` of the loudest.
+def speech_span(
+    audio: np.ndarray, hop: int, n_frames: int, floor_db: float = 35.0, absolute_db: float = -60.0
+) -> tuple[int, int]:
+    """Frames ``[start, end)`` between the first and last frame within ``floor_db`` of the
+    loudest frame and above ``absolute_db`` dBFS.
 
     Frames are ``hop`` samples long, clipped to ``n_frames`` (the encoder's frame count).
-    Returns ``(0, 0)`` when nothing rises above the floor.
+    Returns ``(0, 0)`` when nothing rises above the floors (digital silence).
     """
     levels = frame_levels_db(audio, hop)[:n_frames]
     if levels.size == 0:
         return 0, 0
-    active = np.nonzero(levels > levels.max() - floor_db)[0]
+    active = np.nonzero((levels > levels.max() - floor_db) & (levels > absolute_db))[0]
     if active.size == 0:
         return 0, 0
     return int(active[0]), int(active[-1]) + 1

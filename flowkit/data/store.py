@@ -211,7 +211,8 @@ class StoreWriter:
         remove_partial(partial)
         partial.mkdir(parents=True)
         (partial / PARTIAL_MARKER).write_text("written by flowkit prepare; removed on a rerun\n")
-        group = zarr.open_group(str(partial), mode="w", zarr_format=3)
+        # "a", not "w": mode "w" empties the folder, marker included (a rerun would then refuse it)
+        group = zarr.open_group(str(partial), mode="a", zarr_format=3)
         uncompressed = {"compressors": None, "filters": None, "config": {"write_empty_chunks": True}}
         group.create_array(
             "latents", shape=(0, latent_dim), chunks=(chunk_frames, latent_dim), dtype=latent_dtype,
@@ -382,7 +383,8 @@ def remove_partial(partial: Path) -> None:
     """
     if not partial.exists():
         return
-    if not (partial / PARTIAL_MARKER).is_file():
+    # an empty folder is a prepare killed between mkdir and writing its marker
+    if not (partial / PARTIAL_MARKER).is_file() and any(partial.iterdir()):
         raise DataError(f"{partial} exists but was not written by flowkit prepare; move it away and rerun")
     shutil.rmtree(partial)
 

@@ -50,7 +50,7 @@ class BatchBuilder:
         segments = self.dataset.segments
         plans = self.pairing.plan(list(indices), segments, rng)
         needed = needed_indices(plans)
-        latents = dict(zip(needed, self.dataset.read(needed)))
+        latents = dict(zip(needed, self.dataset.read(needed), strict=True))
         batch = collate(
             plans, segments, latents, vocab=self.vocab, stats=self.stats, languages=self.languages,
             text_path=self.text_path, cfg_drop=self.cfg_drop, rng=rng if train else None,

@@ -36,7 +36,14 @@ import numpy as np
 from flowkit.errors import ConfigError, DataError, ResumeError
 from flowkit.registry import register
 
-__all__ = ["BatchStream", "BudgetError", "EpochPlan", "FrameBudget", "SamplerPosition", "stream_rng"]
+__all__ = [
+    "BatchStream",
+    "BudgetError",
+    "EpochPlan",
+    "FrameBudget",
+    "SamplerPosition",
+    "stream_rng",
+]
 
 
 class BudgetError(DataError):
@@ -83,6 +90,9 @@ class FrameBudget:
     (``cost="quadratic"``: beyond ``quadratic_ref_frames`` the attention matrix, which
     grows as ``n**2``, dominates memory, so long items count for more than their frames).
     Both costs equal ``n`` for short items, so the budget keeps its meaning in frames.
+
+    Raises:
+        ConfigError: a non-positive size or an unknown ``cost`` / ``on_oversize``.
     """
 
     # F5-TTS trains with 38,400 mel frames per GPU (24 kHz, hop 256: about 410 s of audio
@@ -266,7 +276,11 @@ class BatchStream:
         """
         if self._plan is None or self._plan.epoch != epoch:
             plan = self.sampler.epoch_batches(
-                self.lengths, self.seed, epoch, rank=self.rank, world_size=self.world_size,
+                self.lengths,
+                self.seed,
+                epoch,
+                rank=self.rank,
+                world_size=self.world_size,
                 stream=self.stream,
             )
             if not plan.batches:

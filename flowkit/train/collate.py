@@ -134,6 +134,12 @@ def _latents(latents_by_index: Mapping[int, np.ndarray], index: int, seg: Any) -
     return x
 
 
+def _normalized(stats: _Stats, x: np.ndarray) -> np.ndarray:
+    # float32 before normalising: stores may hold float16, whose precision the
+    # normalised values (mean removed, divided by std) would lose.
+    return np.asarray(stats.normalize(np.asarray(x, dtype=np.float32)), dtype=np.float32)
+
+
 def _layout(
     plan: ItemPlan,
     segments: Sequence[Any],
@@ -142,7 +148,7 @@ def _layout(
     aligned: bool,
 ) -> _Item:
     seg = segments[plan.target_index]
-    target = np.asarray(stats.normalize(_latents(latents_by_index, plan.target_index, seg)), np.float32)
+    target = _normalized(stats, _latents(latents_by_index, plan.target_index, seg))
     if aligned and not seg.units:
         raise DataError(
             f"segment {seg.segment_id} has no unit timings but text_path='aligned'; load the "
@@ -153,8 +159,7 @@ def _layout(
 
     pseg = segments[plan.prompt_index]
     p0, p1 = plan.prompt_span
-    raw = _latents(latents_by_index, plan.prompt_index, pseg)[p0:p1]
-    prompt = np.asarray(stats.normalize(raw), np.float32)
+    prompt = _normalized(stats, _latents(latents_by_index, plan.prompt_index, pseg)[p0:p1])
     c0, c1 = plan.prompt_chars if plan.prompt_chars is not None else (0, len(pseg.text))
     prompt_text = pseg.text[c0:c1]
     n_p = p1 - p0

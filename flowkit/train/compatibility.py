@@ -84,22 +84,20 @@ def check_data(saved: str | None, current: str, *, run_dir: str) -> None:
         )
 
 
-def check_init_from_model(parent: Mapping[str, Any], child: Mapping[str, Any], *, parent_path: str) -> dict[str, tuple[Any, Any]]:
-    """Compare two model configs (``attrs.asdict`` form) for init-from.
+def check_init_from_model(diff: Mapping[str, tuple[Any, Any]], *, parent_path: str) -> dict[str, tuple[Any, Any]]:
+    """Judge a model-config difference (`flowkit.model.dit.model_diff(parent, child)`).
 
     Returns:
-        The accepted differences (empty, or `INIT_FROM_ALLOWED`).
+        The accepted difference (empty, or `INIT_FROM_ALLOWED`).
 
     Raises:
         ResumeError: any other difference, naming the fields.
     """
-    keys = sorted(set(parent) | set(child))
-    diff = {k: (parent.get(k), child.get(k)) for k in keys if parent.get(k) != child.get(k)}
-    refused = {k: v for k, v in diff.items() if INIT_FROM_ALLOWED.get(k) != v}
+    refused = {k: tuple(v) for k, v in diff.items() if INIT_FROM_ALLOWED.get(k) != tuple(v)}
     if refused:
         text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
         raise ResumeError(
             f"the model config differs from the parent {parent_path} ({text}); init-from needs the "
-            "same model, except dur_cond 'none' -> 'emotion' — use the parent's model settings"
+            "same model, except model.dit.dur_cond 'none' -> 'emotion' — use the parent's model settings"
         )
-    return diff
+    return {k: tuple(v) for k, v in diff.items()}

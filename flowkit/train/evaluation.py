@@ -24,7 +24,6 @@ also reported as ``<pass>/<term>``.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -146,7 +145,7 @@ class Evaluator:
         per_item = frames.sum(1).cpu().tolist()
         n_chars = chars.sum(1).cpu().tolist()
         for emotion, known, total, n in zip(cond.emotion.cpu().tolist(), cond.emotion_known.cpu().tolist(),
-                                            per_item, n_chars):
+                                            per_item, n_chars, strict=True):
             if known and emotion > 0 and n > 0:
                 entry = tempo.setdefault(int(emotion), [0.0, 0.0])
                 entry[0] += total

@@ -105,8 +105,53 @@ def loss_terms(
         schedule=schedule, log_duration=log_duration,
     )
     terms = []
-    for name, loss in zip(names, losses):
+    for name, loss in zip(names, losses, strict=True):
         term = loss(inputs)
         if term is not None:
             terms.append(NamedTerm(name, float(getattr(loss, "weight", 1.0)), term))
     return terms, log_duration
+
+
+@attrs.frozen
+class MicroBatch:
+    """One micro-batch on the model's device with its CPU flow draws."""
+
+    x1: torch.Tensor
+    cond: Conditions
+    t: torch.Tensor
+    x0: torch.Tensor
+
+
+def accumulate(
+    model: torch.nn.Module,
+    schedule: Any,
+    losses: Sequence[Any],
+    names: Sequence[str],
+    micro_batches: Sequence[MicroBatch] | Any,
+    totals: dict[str, float],
+    *,
+    autocast: bool,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Backpropagate the step objective over ``micro_batches`` (gradients accumulate).
+
+    ``micro_batches`` may be any iterable (a generator moves each batch to the device
+    just before its forward pass). ``totals`` are the step's unit totals (`unit_totals`).
+
+    Returns:
+        ``(loss, terms)``: the weighted step loss and each term's unit-weighted mean
+        (before ``loss.<name>.weight``), detached scalars on the device — no sync.
+    """
+    device = next(model.parameters()).device
+    term_sums: dict[str, torch.Tensor] = {}
+    loss = torch.zeros((), device=device)
+    for micro in micro_batches:
+        terms, _ = loss_terms(model, schedule, losses, names, micro.x1, micro.cond, micro.t, micro.x0, autocast=autocast)
+        objective = torch.zeros((), device=device)
+        for named in terms:
+            share = named.term.value * (named.term.count / totals[named.term.unit])
+            objective = objective + named.weight * share
+            detached = share.detach()
+            term_sums[named.name] = term_sums[named.name] + detached if named.name in term_sums else detached
+        objective.backward()
+        loss = loss + objective.detach()
+    return loss, term_sums

@@ -129,11 +129,17 @@ class PairingCounts:
             self.fallbacks[reason] = self.fallbacks.get(reason, 0) + n
 
     def to_dict(self) -> dict[str, Any]:
-        return {"items": self.items, "given": self.given, "fallbacks": dict(sorted(self.fallbacks.items()))}
+        return {
+            "items": self.items,
+            "given": self.given,
+            "fallbacks": dict(sorted(self.fallbacks.items())),
+        }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PairingCounts:
-        return cls(int(d["items"]), int(d["given"]), {str(k): int(v) for k, v in d["fallbacks"].items()})
+        return cls(
+            int(d["items"]), int(d["given"]), {str(k): int(v) for k, v in d["fallbacks"].items()}
+        )
 
 
 def needed_indices(plans: Sequence[ItemPlan]) -> list[int]:
@@ -192,7 +198,9 @@ class InClip:
         """One `ItemPlan` per index; draws ``2 * len(batch_indices)`` uniforms from ``rng``."""
         u = rng.random((len(batch_indices), self.draws_per_item))
         return [
-            _in_clip(int(i), int(segments[i].n_frames), self.min_target_frac, self.max_target_frac, u[k])
+            _in_clip(
+                int(i), int(segments[i].n_frames), self.min_target_frac, self.max_target_frac, u[k]
+            )
             for k, i in enumerate(batch_indices)
         ]
 
@@ -288,7 +296,9 @@ class CrossSegment:
         plans = []
         for k, i in enumerate(batch_indices):
             i = int(i)
-            base = _in_clip(i, int(segments[i].n_frames), self.min_target_frac, self.max_target_frac, u[k])
+            base = _in_clip(
+                i, int(segments[i].n_frames), self.min_target_frac, self.max_target_frac, u[k]
+            )
             if groups is None or u[k, 2] >= self.cross_p:
                 plans.append(base)
                 continue
@@ -307,7 +317,9 @@ class CrossSegment:
         j = others[min(len(others) - 1, int(u[0] * len(others)))]
         partner = segments[j]
         n_p = int(partner.n_frames)
-        want = self.min_prompt_frames + int(u[1] * (self.max_prompt_frames - self.min_prompt_frames + 1))
+        want = self.min_prompt_frames + int(
+            u[1] * (self.max_prompt_frames - self.min_prompt_frames + 1)
+        )
         want = min(want, self.max_prompt_frames)
         if n_p < self.min_prompt_frames:
             return attrs.evolve(base, fallback="prompt_too_short")

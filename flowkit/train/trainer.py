@@ -32,7 +32,7 @@ from flowkit.train.batching import BatchStream
 from flowkit.train.collate import Batch
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
-from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_totals
+from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_totals
 from flowkit.train.optimization import set_learning_rate
 from flowkit.train.pairing import PairingCounts
 from flowkit.train.randomness import RandomStreams
@@ -225,19 +225,15 @@ class Trainer:
         data_s = time.perf_counter() - started
         self.model.train()
         self.optimizer.zero_grad(set_to_none=True)
-        term_sums: dict[str, torch.Tensor] = {}
-        for cpu_batch in batches:
-            batch = cpu_batch.to(self.device)
-            t, x0 = draw_flow(batch.x1.shape, s.t_sampler, self.streams.flow)
-            terms, _ = loss_terms(self.model, s.schedule, s.losses, self.names, batch.x1, batch.cond, t, x0,
-                                  autocast=self.autocast)
-            objective = torch.zeros((), device=self.device)
-            for named in terms:
-                share = named.term.value * (named.term.count / totals[named.term.unit])
-                objective = objective + named.weight * share
-                term_sums[named.name] = term_sums.get(named.name, 0.0) + share.detach()
-            objective.backward()
-        loss = sum((self._weight(name) * value for name, value in term_sums.items()), torch.zeros((), device=self.device))
+
+        def on_device() -> Iterator[MicroBatch]:
+            for cpu_batch in batches:
+                batch = cpu_batch.to(self.device, non_blocking=True)
+                t, x0 = draw_flow(batch.x1.shape, s.t_sampler, self.streams.flow)
+                yield MicroBatch(batch.x1, batch.cond, t, x0)
+
+        loss, term_sums = accumulate(self.model, s.schedule, s.losses, self.names, on_device(), totals,
+                                     autocast=self.autocast)
         max_norm = s.grad_clip if s.grad_clip is not None else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
         # The one sync of a step: a NaN/inf must not reach the weights, the EMA or Adam's moments.
@@ -258,9 +254,6 @@ class Trainer:
             target_frames=sum(b.num_target_frames for b in batches), pairing=counts,
             step_s=time.perf_counter() - started, data_s=data_s, skipped=skipped,
         )
-
-    def _weight(self, name: str) -> float:
-        return float(getattr(self.settings.losses[self.names.index(name)], "weight", 1.0))
 
     def _nonfinite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
         """Apply the non-finite policy; True when the step is skipped (else raises)."""

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from flowkit.model.conditions import Conditions
+from flowkit.model.dit import DUR_FILM_PREFIX, DiT, DiTConfig
 
 LATENT_DIM = 8
 VOCAB = 24
@@ -130,6 +131,28 @@ def slice_item(cond: Conditions, i: int) -> Conditions:
     )
 
 
+def build(seed: int = 0, **kw) -> DiT:
+    torch.manual_seed(seed)
+    model = DiTConfig(preset="tiny", **kw).build(LATENT_DIM, VOCAB, N_LANGUAGES)
+    # adaLN-Zero starts every block (and the output) at zero; give the weights some life so
+    # that the tests below compare non-trivial outputs.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if not name.startswith(DUR_FILM_PREFIX) and torch.count_nonzero(p) == 0:
+                p.normal_(0.0, 0.05)
+    return model.eval()
+
+
 @pytest.fixture
 def items() -> list[Item]:
     return [make_item(40, 5, seed=1), make_item(23, 3, seed=2), make_item(31, 4, seed=3)]
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """These tiny models run fastest on one thread; on a shared, loaded CPU two OpenMP
+    threads spin-wait on each other and a 10 ms step takes a second. Restored afterwards."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

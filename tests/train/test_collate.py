@@ -9,51 +9,21 @@ import numpy as np
 import pytest
 import torch
 
+from flowkit.data.dataset import SegmentInfo
+from flowkit.data.stats import LatentStats
 from flowkit.data.text import build_vocab
 from flowkit.errors import ConfigError, DataError
 from flowkit.train.collate import Batch, CFGDrop, collate
 from flowkit.train.pairing import CrossSegment, InClip, ItemPlan, needed_indices
 
-try:
-    from flowkit.data.dataset import SegmentInfo
-except ImportError:  # pragma: no cover - the data package is written in parallel
-
-    @attrs.frozen
-    class SegmentInfo:  # the data contract's fields
-        store: int
-        row: int
-        segment_id: str
-        speaker: str
-        language: str
-        emotion: str
-        intensity: float
-        rate: int
-        loudness: int
-        split: str
-        text: str
-        n_frames: int
-        units: tuple[tuple[int, int, int, int], ...] | None
-        units_estimated: bool
-
-
-try:
-    from flowkit.data.stats import LatentStats
-except ImportError:  # pragma: no cover
-
-    @attrs.frozen
-    class LatentStats:
-        mean: np.ndarray
-        std: np.ndarray
-        n_frames: int
-
-        def normalize(self, x):
-            return (x - self.mean) / self.std
-
-
 D = 3
 FPC = 2  # frames per character in the synthetic unit timings
 LANGUAGES = ("en", "fr")
-STATS = LatentStats(mean=np.array([1.0, -1.0, 0.5], np.float32), std=np.array([2.0, 0.5, 1.0], np.float32), n_frames=1)
+STATS = LatentStats(
+    mean=np.array([1.0, -1.0, 0.5], np.float32),
+    std=np.array([2.0, 0.5, 1.0], np.float32),
+    n_frames=1,
+)
 
 
 def word_units(text: str) -> tuple[tuple[int, int, int, int], ...]:
@@ -78,9 +48,20 @@ def make_data():
         n = len(text) * FPC + 1  # one trailing frame outside every unit
         segs.append(
             SegmentInfo(
-                store=0, row=i, segment_id=f"seg{i}", speaker=spk, language=lang, emotion=emo,
-                intensity=inten, rate=rate, loudness=loud, split="train", text=text, n_frames=n,
-                units=word_units(text), units_estimated=False,
+                store=0,
+                row=i,
+                segment_id=f"seg{i}",
+                speaker=spk,
+                language=lang,
+                emotion=emo,
+                intensity=inten,
+                rate=rate,
+                loudness=loud,
+                split="train",
+                text=text,
+                n_frames=n,
+                units=word_units(text),
+                units_estimated=False,
             )
         )
         latents[i] = rng.normal(size=(n, D)).astype(np.float16)
@@ -90,8 +71,15 @@ def make_data():
 
 def run(plans, segs, latents, vocab, *, text_path="unaligned", cfg=CFGDrop(), rng=None) -> Batch:
     return collate(
-        plans, segs, latents, vocab=vocab, stats=STATS, languages=LANGUAGES, text_path=text_path,
-        cfg_drop=cfg, rng=rng,
+        plans,
+        segs,
+        latents,
+        vocab=vocab,
+        stats=STATS,
+        languages=LANGUAGES,
+        text_path=text_path,
+        cfg_drop=cfg,
+        rng=rng,
     )
 
 
@@ -171,12 +159,17 @@ def test_cross_segment_layout_text_and_units():
     n_p, n_t = 22, segs[0].n_frames
     assert batch.x1.shape[1] == n_p + n_t
     np.testing.assert_allclose(
-        batch.x1[0, :n_p].numpy(), (latents[2][4:26].astype(np.float32) - STATS.mean) / STATS.std, rtol=1e-6
+        batch.x1[0, :n_p].numpy(),
+        (latents[2][4:26].astype(np.float32) - STATS.mean) / STATS.std,
+        rtol=1e-6,
     )
     assert c.target_mask[0].tolist() == [False] * n_p + [True] * n_t
     assert torch.equal(c.prompt[0, :n_p], batch.x1[0, :n_p]) and (c.prompt[0, n_p:] == 0).all()
     assert vocab.decode(c.text[0].tolist()) == "quick brown hello big world"
-    assert c.char_unit[0].tolist() == [0] * 5 + [-1] + [1] * 5 + [-1] + [2] * 5 + [-1] + [3] * 3 + [-1] + [4] * 5
+    assert (
+        c.char_unit[0].tolist()
+        == [0] * 5 + [-1] + [1] * 5 + [-1] + [2] * 5 + [-1] + [3] * 3 + [-1] + [4] * 5
+    )
     assert c.unit_frames[0].tolist() == [[0, 10], [12, 22], [22, 32], [34, 40], [42, 52]]
     assert batch.segment_ids == ["seg0"] and batch.prompt_segment_ids == ["seg2"]
     assert c.language.tolist() == [1] and c.emotion.tolist() == [2]  # target's labels
@@ -198,17 +191,25 @@ def test_cfg_drop_fixed_draws_and_eval_off():
     segs, latents, vocab = make_data()
     plans = [ItemPlan(i, (0, 3), i) for i in range(4)] * 8
     rng = np.random.default_rng(0)
-    c = run(plans, segs, latents, vocab, cfg=CFGDrop(text_p=0.0, prompt_p=0.0, both_p=0.0), rng=rng).cond
+    c = run(
+        plans, segs, latents, vocab, cfg=CFGDrop(text_p=0.0, prompt_p=0.0, both_p=0.0), rng=rng
+    ).cond
     assert not c.drop_text.any() and not c.drop_prompt.any()
     ref = np.random.default_rng(0)
     ref.random((32, 3))
     assert rng.random() == ref.random()  # three uniforms per item even with p = 0
 
-    c = run(plans, segs, latents, vocab, cfg=CFGDrop(text_p=0.0, prompt_p=0.0, both_p=1.0), rng=rng).cond
+    c = run(
+        plans, segs, latents, vocab, cfg=CFGDrop(text_p=0.0, prompt_p=0.0, both_p=1.0), rng=rng
+    ).cond
     assert c.drop_text.all() and c.drop_prompt.all()
-    c = run(plans, segs, latents, vocab, cfg=CFGDrop(text_p=0.0, prompt_p=1.0, both_p=0.0), rng=rng).cond
+    c = run(
+        plans, segs, latents, vocab, cfg=CFGDrop(text_p=0.0, prompt_p=1.0, both_p=0.0), rng=rng
+    ).cond
     assert not c.drop_text.any() and c.drop_prompt.all()
-    c = run(plans, segs, latents, vocab, cfg=CFGDrop(text_p=1.0, prompt_p=1.0, both_p=1.0), rng=None).cond
+    c = run(
+        plans, segs, latents, vocab, cfg=CFGDrop(text_p=1.0, prompt_p=1.0, both_p=1.0), rng=None
+    ).cond
     assert not c.drop_text.any() and not c.drop_prompt.any()
 
 
@@ -216,7 +217,9 @@ def test_to_device_keeps_values():
     segs, latents, vocab = make_data()
     batch = run([ItemPlan(0, (0, 3), 0)], segs, latents, vocab, text_path="aligned")
     moved = batch.to("cpu")
-    assert torch.equal(moved.x1, batch.x1) and torch.equal(moved.cond.char_unit, batch.cond.char_unit)
+    assert torch.equal(moved.x1, batch.x1) and torch.equal(
+        moved.cond.char_unit, batch.cond.char_unit
+    )
 
 
 def test_errors():

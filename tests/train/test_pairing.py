@@ -4,43 +4,32 @@ from __future__ import annotations
 
 import math
 
-import attrs
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowkit.data.dataset import SegmentInfo
 from flowkit.errors import ConfigError
 from flowkit.registry import get
 from flowkit.train.pairing import CrossSegment, InClip, ItemPlan, PairingCounts, needed_indices
 
-try:
-    from flowkit.data.dataset import SegmentInfo
-except ImportError:  # pragma: no cover - the data package is written in parallel
-
-    @attrs.frozen
-    class SegmentInfo:  # the data contract's fields
-        store: int
-        row: int
-        segment_id: str
-        speaker: str
-        language: str
-        emotion: str
-        intensity: float
-        rate: int
-        loudness: int
-        split: str
-        text: str
-        n_frames: int
-        units: tuple[tuple[int, int, int, int], ...] | None
-        units_estimated: bool
-
 
 def segment(i, n, *, speaker="s1", store=0, text=None, units=None):
     return SegmentInfo(
-        store=store, row=i, segment_id=f"seg{i}", speaker=speaker, language="en",
-        emotion="", intensity=math.nan, rate=0, loudness=0, split="train",
-        text=text if text is not None else f"text {i}", n_frames=n, units=units,
+        store=store,
+        row=i,
+        segment_id=f"seg{i}",
+        speaker=speaker,
+        language="en",
+        emotion="",
+        intensity=math.nan,
+        rate=0,
+        loudness=0,
+        split="train",
+        text=text if text is not None else f"text {i}",
+        n_frames=n,
+        units=units,
         units_estimated=False,
     )
 
@@ -49,7 +38,9 @@ def word_units(text: str, frames_per_char: int = 4) -> tuple[tuple[int, int, int
     """One unit per space-separated word, ``frames_per_char`` frames per character."""
     units, pos = [], 0
     for word in text.split(" "):
-        units.append((pos, pos + len(word), pos * frames_per_char, (pos + len(word)) * frames_per_char))
+        units.append(
+            (pos, pos + len(word), pos * frames_per_char, (pos + len(word)) * frames_per_char)
+        )
         pos += len(word) + 1
     return tuple(units)
 
@@ -74,7 +65,9 @@ def test_in_clip_spans_within_fraction_range():
 
 def test_in_clip_full_fraction_leaves_no_prompt():
     segs = corpus()
-    plans = InClip(min_target_frac=1.0, max_target_frac=1.0).plan([0, 5], segs, np.random.default_rng(1))
+    plans = InClip(min_target_frac=1.0, max_target_frac=1.0).plan(
+        [0, 5], segs, np.random.default_rng(1)
+    )
     assert [p.target_span for p in plans] == [(0, segs[0].n_frames), (0, segs[5].n_frames)]
 
 
@@ -118,7 +111,9 @@ def test_cross_prompts_come_from_the_same_speaker_and_store():
         assert (t.store, t.speaker) == (q.store, q.speaker)
         assert p.target_span == (0, t.n_frames)
         assert p.prompt_span == (0, q.n_frames) and p.prompt_chars is None
-    assert needed_indices(plans) == sorted({i for p in plans for i in (p.target_index, p.prompt_index)})
+    assert needed_indices(plans) == sorted(
+        {i for p in plans for i in (p.target_index, p.prompt_index)}
+    )
 
 
 def test_fallbacks_counted_by_reason():
@@ -131,14 +126,25 @@ def test_fallbacks_counted_by_reason():
     plans = pairing.plan([30, 31, 32, 33, 34, 35], segs, np.random.default_rng(0))
     reasons = [p.fallback for p in plans]
     assert reasons == [
-        "no_speaker", "no_other_segment", "prompt_too_long", "prompt_too_short", "prompt_too_long", None,
+        "no_speaker",
+        "no_other_segment",
+        "prompt_too_long",
+        "prompt_too_short",
+        "prompt_too_long",
+        None,
     ]
     for p in plans[:5]:
         assert not p.cross and p.prompt_index == p.target_index and p.prompt_span is None
     counts = PairingCounts.of(plans)
     assert counts.to_dict() == {
-        "items": 6, "given": 1,
-        "fallbacks": {"no_other_segment": 1, "no_speaker": 1, "prompt_too_long": 2, "prompt_too_short": 1},
+        "items": 6,
+        "given": 1,
+        "fallbacks": {
+            "no_other_segment": 1,
+            "no_speaker": 1,
+            "prompt_too_long": 2,
+            "prompt_too_short": 1,
+        },
     }
     total = PairingCounts()
     total.add(counts)

@@ -1,0 +1,75 @@
+"""`flowkit prepare`: build or extend a latent store from audio and transcripts.
+
+Only typer/pathlib/typing are imported here; the work happens in `flowkit.data.prepare`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def _parse_bindings(bindings: list[str]) -> None:
+    """Apply ``-b`` gin bindings (after every plugin registered its configurables)."""
+    try:
+        from flowkit.config import parse
+    except ImportError:  # the lead's config module is not there yet: plain gin
+        parse = None
+    if parse is not None:
+        parse(files=[], bindings=bindings)
+        return
+    import gin
+
+    from flowkit.errors import ConfigError
+
+    try:
+        from flowkit.registry import load_plugins
+
+        load_plugins()
+    except ImportError:
+        pass  # some built-in modules are missing in a partial tree; the data ones are imported
+    try:
+        gin.parse_config(bindings)
+    except Exception as exc:
+        raise ConfigError(f"-b bindings {bindings}: {type(exc).__name__}: {exc}") from None
+
+
+def prepare(
+    inputs: Annotated[list[Path], typer.Argument(help="Folders with metadata.csv + wavs/, or .jsonl/.csv manifests.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The store to write, e.g. data/corpus.zarr.")],
+    encoder: Annotated[str, typer.Option(help="Encoder plugin (see `flowkit plugins encoder`).")] = "log_mel",
+    binding: Annotated[list[str] | None, typer.Option("--binding", "-b", help='gin binding, e.g. -b "prepare.max_seconds = 12" or -b "encoder.log_mel.n_mels = 100".')] = None,
+    workers: Annotated[int, typer.Option(help="Worker processes that decode and encode (the parent writes).")] = 2,
+    append: Annotated[bool, typer.Option("--append", help="Add the inputs' segments to an existing store.")] = False,
+    textgrids: Annotated[Path | None, typer.Option(help="Folder of Montreal Forced Aligner TextGrids (<id>.TextGrid or <speaker>/<id>.TextGrid).")] = None,
+    align: Annotated[str | None, typer.Option(help="Aligner plugin that estimates word timings where no TextGrid exists, e.g. 'energy'.")] = None,
+    layout: Annotated[str | None, typer.Option(help="metadata.csv columns, e.g. id,text,speaker,language (default: auto).")] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+) -> None:
+    """Decode, check and encode audio into a latent store; print what was accepted and rejected."""
+    import attrs
+
+    from flowkit.cli.console import console
+    from flowkit.data import prepare as prep
+    from flowkit.registry import get
+
+    _parse_bindings(list(binding or []))
+    settings = prep.PrepareSettings()
+    changes = {"encoder": settings.encoder or get("encoder", encoder).obj()}
+    if align is not None:
+        changes["aligner"] = get("aligner", align).obj()
+    if layout is not None:
+        changes["layout"] = layout
+    settings = attrs.evolve(settings, **changes)
+    summary = prep.prepare_store(inputs, out, settings=settings, workers=workers, append=append,
+                                 textgrids=textgrids, progress=not quiet)
+    from rich.table import Table
+
+    table = Table(title="flowkit prepare", show_header=False)
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    for what, value in summary.table_rows():
+        table.add_row(what, value)
+    console.print(table)

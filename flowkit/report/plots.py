@@ -1,0 +1,86 @@
+"""Report plots as PNG bytes (matplotlib, Agg backend: no display needed).
+
+Curves are drawn against the training step; several runs share one axes so they can be
+compared directly. Spectrograms are ``[n d]`` latents drawn with frames on x.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: reports are written on machines without a display
+
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+__all__ = ["Curve", "curves_png", "spectrograms_png"]
+
+# Small figures: the report embeds every image, and docs/images keeps them under 200 KB.
+_DPI = 80
+
+
+class Curve:
+    """One line: a label (the run, or the pass of an evaluation) and its points."""
+
+    def __init__(self, label: str, steps: Sequence[int], values: Sequence[float], *, dashed: bool = False) -> None:
+        self.label = label
+        self.steps = list(steps)
+        self.values = list(values)
+        self.dashed = dashed
+
+
+def _png(fig: plt.Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=_DPI, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def curves_png(title: str, ylabel: str, curves: Sequence[Curve], *, log_y: bool = False) -> bytes:
+    """A line plot of ``curves`` against step; a single point is drawn as a marker.
+
+    ``log_y`` is applied only when every value is positive (a loss can be negative for
+    some schedules, and a log axis would hide it).
+    """
+    fig, ax = plt.subplots(figsize=(6.4, 3.2))
+    for curve in curves:
+        if not curve.steps:
+            continue
+        ax.plot(
+            curve.steps,
+            curve.values,
+            linestyle="--" if curve.dashed else "-",
+            marker="o" if len(curve.steps) < 12 else None,
+            markersize=3,
+            linewidth=1.2,
+            label=curve.label,
+        )
+    values = [v for c in curves for v in c.values if np.isfinite(v)]
+    if log_y and values and min(values) > 0:
+        ax.set_yscale("log")
+    ax.set_title(title)
+    ax.set_xlabel("step")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, alpha=0.3)
+    if sum(1 for c in curves if c.steps) > 1:
+        ax.legend(fontsize=8)
+    return _png(fig)
+
+
+def spectrograms_png(panels: Sequence[tuple[str, np.ndarray]], *, frame_rate: float | None = None) -> bytes:
+    """Latents side by side: each panel is ``(title, latents [n d])``, one shared colour scale."""
+    finite = [p[np.isfinite(p)] for _, p in panels if p.size]
+    lo = min((float(f.min()) for f in finite if f.size), default=0.0)
+    hi = max((float(f.max()) for f in finite if f.size), default=1.0)
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 2.2), squeeze=False)
+    for ax, (title, latents) in zip(axes[0], panels, strict=True):
+        n = latents.shape[0]
+        extent = (0.0, n / frame_rate if frame_rate else float(n), 0.0, float(latents.shape[1]))
+        ax.imshow(latents.T, origin="lower", aspect="auto", vmin=lo, vmax=hi, cmap="magma", extent=extent)
+        ax.set_title(title, fontsize=9)
+        ax.set_xlabel("seconds" if frame_rate else "frame")
+        ax.set_ylabel("channel")
+    return _png(fig)

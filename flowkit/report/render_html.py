@@ -1,0 +1,89 @@
+"""Self-contained HTML rendering of a report `Document`.
+
+Every image is a ``data:image/png;base64`` URI and every sample a ``data:audio/wav;base64``
+URI inside ``<audio controls>``, and the style sheet is inline: the single file opens
+offline, can be mailed or attached to an issue, and needs no server.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+
+from flowkit.report.document import Code, Document, Facts, Figure, Note, SampleBlock, Table
+
+__all__ = ["render_html"]
+
+_STYLE = """
+body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em auto; max-width: 1100px;
+       color: #1d1d1f; padding: 0 1em; }
+h1 { border-bottom: 2px solid #444; padding-bottom: .2em; }
+h2 { margin-top: 1.8em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: .6em 0; font-size: 90%; }
+th, td { border: 1px solid #ccc; padding: .25em .6em; text-align: left; vertical-align: top; }
+th { background: #f0f0f3; }
+dl.facts { display: grid; grid-template-columns: max-content auto; gap: .15em 1em; }
+dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
+pre { background: #f6f6f8; padding: .8em; overflow-x: auto; font-size: 85%; }
+figure { margin: .8em 0; } figure img { max-width: 100%; }
+figcaption { font-size: 85%; color: #555; }
+.sample { border: 1px solid #ddd; border-radius: 6px; padding: .6em 1em; margin: 1em 0; }
+.note { color: #666; font-style: italic; }
+audio { vertical-align: middle; margin: .2em .6em; }
+"""
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _img(figure: Figure) -> str:
+    data = base64.b64encode(figure.png).decode("ascii")
+    return (
+        f'<figure><img alt="{_e(figure.title)}" src="data:image/png;base64,{data}">'
+        f"<figcaption>{_e(figure.title)}</figcaption></figure>"
+    )
+
+
+def _table(block: Table) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in block.header)
+    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in block.rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _sample(block: SampleBlock) -> str:
+    parts = [f'<div class="sample"><h3>{_e(block.title)}</h3><p>{_e(block.caption)}</p>']
+    parts += [_img(f) for f in block.figures]
+    for label, audio in block.audios:
+        data = base64.b64encode(audio.wav).decode("ascii")
+        parts.append(f'<div>{_e(label)}: <audio controls preload="none" src="data:audio/wav;base64,{data}"></audio></div>')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def render_html(doc: Document) -> str:
+    """The report as one HTML page with every image and audio embedded."""
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{_e(doc.title)}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{_e(doc.title)}</h1>",
+    ]
+    for section in doc.sections:
+        out.append(f"<h2>{_e(section.title)}</h2>")
+        for block in section.blocks:
+            if isinstance(block, Facts):
+                items = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in block.items)
+                out.append(f'<dl class="facts">{items}</dl>')
+            elif isinstance(block, Table):
+                out.append(_table(block))
+            elif isinstance(block, Figure):
+                out.append(_img(block))
+            elif isinstance(block, Code):
+                out.append(f"<pre><code>{_e(block.text)}</code></pre>")
+            elif isinstance(block, Note):
+                out.append(f'<p class="note">{_e(block.text)}</p>')
+            elif isinstance(block, SampleBlock):
+                out.append(_sample(block))
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"

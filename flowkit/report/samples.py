@@ -1,0 +1,121 @@
+"""Listenable samples for a report: synthesise validation items and set them beside the truth.
+
+Shape legend: n frames, d latent channels.
+
+For each chosen validation item the target is its own text at its true length (so the
+generated and ground-truth spectrograms line up frame by frame), and the speaker prompt
+is another validation item of the same speaker with its text, as at inference; an item
+whose speaker has no other validation item is generated from the text alone. Audio of
+both comes from a `vocoder` plugin (``vocoder.griffin_lim`` by default) on de-normalised
+latents. Every sample names the weights (EMA or raw) and step that made it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowkit.report.document import Audio, Figure, Note, SampleBlock
+from flowkit.report.plots import spectrograms_png
+from flowkit.synth.wav import wav_bytes
+
+__all__ = ["DEFAULT_STEPS", "sample_blocks", "wav_bytes"]
+
+DEFAULT_STEPS = 32  # ODE steps (F5-TTS samples with 32 NFE)
+DEFAULT_CFG = 2.0  # classifier-free guidance strength (F5-TTS default)
+MAX_PROMPT_FRAMES = 300  # 3 s at 100 Hz: enough to carry the voice, cheap on a CPU
+
+
+def _choose(n_items: int, k: int) -> list[int]:
+    """``k`` indices spread evenly over ``n_items`` (deterministic: the same report twice)."""
+    if k >= n_items:
+        return list(range(n_items))
+    return sorted({int(round(i * (n_items - 1) / max(k - 1, 1))) for i in range(k)})
+
+
+def sample_blocks(
+    run_dir: Path,
+    n: int,
+    *,
+    prefix: str = "",
+    vocoder: Any = None,
+    steps: int = DEFAULT_STEPS,
+    cfg_strength: float = DEFAULT_CFG,
+    seed: int = 0,
+) -> list[Any]:
+    """Up to ``n`` `SampleBlock` s from ``run_dir``'s best (EMA) checkpoint, else its newest.
+
+    Returns notes instead of samples when the run has no checkpoint or no validation data.
+    """
+    from flowkit.data.dataset import LatentDataset
+    from flowkit.errors import CheckpointError
+    from flowkit.synth.inference import generate, load_inference_model
+    from flowkit.synth.sample import Utterance
+    from flowkit.synth.vocoders import GriffinLim
+
+    try:
+        im = load_inference_model(run_dir, weights="ema")
+    except CheckpointError as exc:
+        return [Note(f"No samples: {exc}")]
+    vocoder = vocoder if vocoder is not None else GriffinLim()
+    try:
+        data = LatentDataset.open(list(im.stores), "val")
+    except Exception as exc:  # a moved or deleted store must not sink the whole report
+        return [Note(f"No samples: the run's stores cannot be read ({type(exc).__name__}: {exc})")]
+    try:
+        if len(data) == 0:
+            return [Note("No samples: the run has no validation data.")]
+        chosen = _choose(len(data), n)
+        segments = data.segments
+        prompts = {}
+        for i in chosen:
+            same = [j for j in range(len(segments)) if j != i and segments[j].speaker == segments[i].speaker]
+            prompts[i] = same[0] if same else None
+        needed = sorted(set(chosen) | {j for j in prompts.values() if j is not None})
+        latents = dict(zip(needed, data.read(needed), strict=True))
+    finally:
+        data.close()
+
+    utterances = []
+    for i in chosen:
+        seg = segments[i]
+        j = prompts[i]
+        prompt = None if j is None else np.asarray(im.stats.normalize(latents[j][:MAX_PROMPT_FRAMES]), dtype=np.float32)
+        utterances.append(
+            Utterance(
+                text=im.vocab.encode(seg.text),
+                prompt=prompt,
+                prompt_text=im.vocab.encode(segments[j].text) if j is not None else (),
+                target_frames=int(seg.n_frames),
+                language=im.language_id(seg.language),
+            )
+        )
+    generated = generate(im, utterances, steps=steps, cfg_strength=cfg_strength, seed=seed)
+    blocks: list[Any] = []
+    for k, (i, gen) in enumerate(zip(chosen, generated, strict=True)):
+        seg, truth = segments[i], latents[i].astype(np.float32)
+        j = prompts[i]
+        name = f"{prefix}sample{k + 1}"
+        png = spectrograms_png([(f"generated ({im.weights}, step {im.step})", gen), ("ground truth", truth)],
+                               frame_rate=im.frame_rate)
+        audio_gen, sr = vocoder(gen, im.encoder)
+        audio_true, _ = vocoder(truth, im.encoder)
+        prompt_note = f"prompt: {segments[j].segment_id}" if j is not None else "no prompt (text only)"
+        caption = (
+            f'"{seg.text}" — speaker {seg.speaker or "?"}, {seg.n_frames} frames (length from the ground truth), '
+            f"{prompt_note}; {im.label}, {steps} {type(im.solver).__name__.lower()} steps, CFG {cfg_strength}"
+        )
+        blocks.append(
+            SampleBlock(
+                title=f"{seg.segment_id}",
+                caption=caption,
+                figures=[Figure(f"{seg.segment_id}: generated vs ground truth", png, f"{name}.png")],
+                audios=[
+                    (f"generated ({im.weights}, step {im.step})", Audio(wav_bytes(audio_gen, sr), f"{name}-generated.wav")),
+                    ("ground truth (same vocoder)", Audio(wav_bytes(audio_true, sr), f"{name}-truth.wav")),
+                ],
+            )
+        )
+    return blocks

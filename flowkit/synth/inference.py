@@ -1,0 +1,202 @@
+"""A checkpoint made ready for synthesis: model with EMA (or raw) weights, and what it needs.
+
+Shape legend: n frames, d latent channels.
+
+Everything comes from the checkpoint's ``meta.json`` (model config, vocab, languages,
+latent stats, the run's config text) plus the store's attributes for the encoder record a
+vocoder needs. The solver is the run's ``Trainer.solver``; the noise schedule its
+``Trainer.schedule`` (guidance works with any schedule, see `flowkit.synth.sample`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+import torch
+
+from flowkit.errors import CheckpointError, ConfigError
+from flowkit.train import checkpoint as ckpt
+
+__all__ = ["InferenceModel", "load_inference_model", "resolve_checkpoint", "store_encoder"]
+
+
+@attrs.frozen
+class InferenceModel:
+    """A model ready to synthesise.
+
+    Attributes:
+        model: the `DiT` in eval mode on its device.
+        weights: "EMA" or "raw" — which weights were loaded; step: the checkpoint's step.
+        vocab: the run's `CharVocab`; languages: language codes (id = index + 1, 0 unknown).
+        stats: `LatentStats` the latents are normalised by.
+        encoder: the store's encoder record ``{"name", "params"}`` (for the vocoder).
+        frame_rate: latent frames per second (Hz); sample_rate: audio samples per second.
+        schedule, solver: the run's components; stores: the run's latent stores.
+        checkpoint: the checkpoint directory.
+    """
+
+    model: Any
+    weights: str
+    step: int
+    vocab: Any
+    languages: tuple[str, ...]
+    stats: Any
+    encoder: Mapping[str, Any]
+    frame_rate: float
+    sample_rate: int
+    schedule: Any
+    solver: Any
+    stores: tuple[str, ...]
+    checkpoint: Path
+
+    @property
+    def label(self) -> str:
+        """Provenance of every output, e.g. ``EMA weights, step 240 (best/step-00000240)``."""
+        return f"{self.weights} weights, step {self.step} ({self.checkpoint.parent.name}/{self.checkpoint.name})"
+
+    def language_id(self, code: str) -> int:
+        """Id of language ``code`` (0 when unknown or empty)."""
+        return self.languages.index(code) + 1 if code in self.languages else 0
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """A checkpoint directory from a checkpoint or run directory (best, else newest valid).
+
+    Raises:
+        CheckpointError: the path holds no valid checkpoint.
+    """
+    root = Path(path)
+    if (root / "COMPLETE").is_file() or (root / "meta.json").is_file():
+        return root
+    for sub in ("best", "checkpoints"):
+        found, _ = ckpt.find_latest(root / sub)
+        if found is not None:
+            return found
+    raise CheckpointError(
+        f"{root} holds no valid checkpoint (looked for best/ and checkpoints/step-*); give a run "
+        "directory with a checkpoint or a checkpoint directory"
+    )
+
+
+def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> dict[str, Any]:
+    """The encoder record in the first readable store's attributes, else ``fallback``.
+
+    A zarr v3 group keeps its attributes in ``zarr.json``; reading that one file avoids
+    opening the store (which may have moved since training).
+    """
+    for store in stores:
+        try:
+            meta = json.loads((Path(store) / "zarr.json").read_text(encoding="utf-8"))
+            encoder = meta["attributes"]["encoder"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(encoder, dict) and "name" in encoder:
+            return encoder
+    return dict(fallback)
+
+
+def _run_components(config_text: str) -> tuple[Any, Any]:
+    """``(schedule, solver)`` of a run's config text (``Trainer.schedule``, ``Trainer.solver``).
+
+    Replaces gin's global config: synthesis runs in its own process (CLI or report).
+    """
+    import gin
+    from flowkit import config as gin_config
+    from flowkit.train.settings import TrainerSettings
+
+    gin_config.parse([], [])  # loads plugins, clears gin's global state
+    try:
+        gin.parse_config(config_text)
+        settings = TrainerSettings()
+    except Exception as exc:  # gin raises many types; the config came from a checkpoint
+        raise ConfigError(f"the checkpoint's config does not parse here: {gin_config.one_line(exc)}") from exc
+    finally:
+        gin.clear_config()
+    return settings.schedule, settings.solver
+
+
+def load_inference_model(path: str | Path, *, weights: str = "ema", device: str | torch.device = "cpu") -> InferenceModel:
+    """Load ``path`` (a checkpoint, or a run directory: its best, else newest checkpoint).
+
+    Args:
+        weights: "ema" (what inference should use) or "raw".
+
+    Raises:
+        CheckpointError: no valid checkpoint, or one whose meta lacks the model config.
+        ConfigError: an unknown ``weights``, or a config that no longer parses.
+    """
+    from flowkit.data.stats import LatentStats
+    from flowkit.data.text import CharVocab
+    from flowkit.model.dit import DiTConfig
+
+    if weights not in ("ema", "raw"):
+        raise ConfigError(f"weights = {weights!r}; use 'ema' or 'raw'")
+    loaded = ckpt.load_checkpoint(resolve_checkpoint(path), map_location="cpu")
+    meta = loaded.meta
+    missing = [k for k in ("model_config", "vocab", "latent_stats", "latent_dim") if k not in meta]
+    if missing:
+        raise CheckpointError(f"{loaded.path}: meta.json lacks {', '.join(missing)}; it was not written by flowkit train")
+    vocab = CharVocab.from_state_dict(meta["vocab"])
+    languages = tuple(meta.get("languages") or ())
+    model = DiTConfig.from_dict(meta["model_config"]).build(int(meta["latent_dim"]), vocab.size, len(languages))
+    state = dict(loaded.state["model"])
+    if weights == "ema":
+        # EMA shadows cover parameters and floating buffers; the rest stays as trained.
+        state.update({k: v for k, v in loaded.state["ema"]["shadow"].items() if k in state})
+    ckpt.load_strict(model, state, what="model", source=loaded.path)
+    model.to(device).eval()
+    frame_rate = float(meta.get("frame_rate") or 100.0)
+    sample_rate = int(meta.get("sample_rate") or 16000)
+    fallback = {
+        "name": "log_mel",
+        "params": {"sample_rate": sample_rate, "n_fft": 1024, "win_length": 640,
+                   "hop_length": int(round(sample_rate / frame_rate)), "n_mels": int(meta["latent_dim"]),
+                   "fmin": 0.0, "fmax": None, "log_floor": 1e-5},
+    }
+    stores = tuple(str(s) for s in meta.get("stores") or ())
+    schedule, solver = _run_components(str(meta.get("config_text") or ""))
+    return InferenceModel(
+        model=model,
+        weights="EMA" if weights == "ema" else "raw",
+        step=loaded.step,
+        vocab=vocab,
+        languages=languages,
+        stats=LatentStats.from_dict(meta["latent_stats"]),
+        encoder=store_encoder(stores, fallback),
+        frame_rate=frame_rate,
+        sample_rate=sample_rate,
+        schedule=schedule,
+        solver=solver,
+        stores=stores,
+        checkpoint=loaded.path,
+    )
+
+
+def generate(
+    im: InferenceModel,
+    utterances: Sequence[Any],
+    *,
+    steps: int = 32,
+    cfg_strength: float = 2.0,
+    seed: int = 0,
+) -> list[np.ndarray]:
+    """Generated target spans, de-normalised: one ``[n_i d]`` float32 array per utterance.
+
+    Raises:
+        ConfigError: as `flowkit.synth.sample.inference_conditions` / `synthesize` raise.
+    """
+    from flowkit.synth.sample import inference_conditions, synthesize, target_spans
+
+    space = [i for i in im.vocab.encode(" ") if i > 1]
+    cond = inference_conditions(im.model, utterances, separator_ids=space)
+    generator = torch.Generator().manual_seed(seed)
+    latents = synthesize(
+        im.model, cond, schedule=im.schedule, solver=im.solver, steps=steps, cfg_strength=cfg_strength, generator=generator
+    )
+    spans = target_spans(latents, cond)
+    return [np.asarray(im.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32) for s in spans]

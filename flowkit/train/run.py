@@ -1,0 +1,369 @@
+"""Start, resume and fine-tune training runs: everything between the CLI and `Trainer.run`.
+
+- `train`: a new run from gin files into an empty (or checkpoint-free) directory.
+- `resume`: continue a run from its newest valid checkpoint, bit-identically; the run's
+  ``config.gin`` is re-read and compared with the checkpoint's config
+  (`flowkit.train.compatibility`), as are the data (fingerprint) and the step count.
+- `init_from`: a new run whose model, EMA, latent stats, vocab and languages come from
+  another run's checkpoint; optimizer, lr schedule, sampler and random streams start fresh.
+
+Each takes ``run.lock`` for the whole run and writes the workspace files
+(`flowkit.train.workspace`).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import torch
+
+from flowkit import config as gin_config
+from flowkit import registry
+from flowkit.errors import CheckpointError, ConfigError, DataError, ResumeError
+from flowkit.loggers.jsonl import truncate_after_step
+from flowkit.train import checkpoint, compatibility
+from flowkit.train.batches import BatchBuilder
+from flowkit.train.batching import BatchStream
+from flowkit.train.collate import CFGDrop
+from flowkit.train.ema import EMA
+from flowkit.train.evaluation import Evaluator
+from flowkit.train.optimization import build_optimizer
+from flowkit.train.pairing import PairingCounts
+from flowkit.train.randomness import RandomStreams, seed_globals
+from flowkit.train.settings import TrainerSettings
+from flowkit.train.trainer import Counters, Trainer
+from flowkit.train.workspace import Workspace, git_commit
+
+__all__ = ["RunOutcome", "default_run_dir", "init_from", "resume", "train"]
+
+
+@attrs.frozen
+class RunOutcome:
+    """How a run ended: ``status`` "completed" or "interrupted" (a checkpoint was saved)."""
+
+    run_dir: Path
+    status: str
+    step: int
+    best_val_loss: float | None
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "interrupted"
+
+
+@attrs.frozen
+class _Origin:
+    """Where the weights come from: nothing (fresh), a resumed checkpoint, or a parent."""
+
+    kind: str  # "fresh" | "resume" | "init_from"
+    loaded: checkpoint.LoadedCheckpoint | None = None
+    skipped: tuple[tuple[str, str], ...] = ()
+    allowed_changes: dict[str, Any] = attrs.Factory(dict)
+
+
+def default_run_dir(config: Path) -> Path:
+    """``runs/<config stem>-<YYYYmmdd-HHMMSS>`` under the working directory."""
+    return Path("runs") / f"{Path(config).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ConfigError(f"--device {name!r} is not a device; use cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"--device {name} but no CUDA device is visible; use --device cpu")
+    return device
+
+
+def _extra_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
+    out = []
+    if data:
+        paths = ", ".join(repr(str(Path(p).resolve())) for p in data)
+        out.append(f"Trainer.data = [{paths}]")
+    if steps is not None:
+        out.append(f"Trainer.steps = {int(steps)}")
+    return out
+
+
+def _refuse_existing(workspace: Workspace) -> None:
+    existing = checkpoint.list_checkpoints(workspace.checkpoints)
+    if existing:
+        raise ResumeError(
+            f"{workspace.root} already holds checkpoints (newest step {existing[-1][0]}); continue "
+            f"it with `flowkit resume {workspace.root}`, or choose another --out"
+        )
+
+
+def train(
+    config_files: Sequence[str | Path],
+    bindings: Sequence[str] = (),
+    *,
+    data: Sequence[Path] = (),
+    out: Path,
+    steps: int | None = None,
+    device: str = "auto",
+) -> RunOutcome:
+    """Start a new run in ``out`` from gin ``config_files`` and ``bindings``.
+
+    Raises:
+        ResumeError: ``out`` already holds checkpoints.
+        ConfigError, DataError, CheckpointError, TrainingError: see `flowkit.errors`.
+    """
+    workspace = Workspace(Path(out))
+    _refuse_existing(workspace)
+    parsed = gin_config.parse(config_files, [*bindings, *_extra_bindings(data, steps)])
+    return _launch(workspace, parsed, _device(device), _Origin("fresh"))
+
+
+def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] = (), device: str = "auto") -> RunOutcome:
+    """Continue ``run_dir`` from its newest valid checkpoint.
+
+    Raises:
+        ResumeError: no valid checkpoint, a config change outside the allow-list, changed
+            data, or a checkpoint past the configured steps.
+    """
+    workspace = Workspace(Path(run_dir))
+    if not workspace.config.is_file():
+        raise ResumeError(f"{run_dir} is not a flowkit run directory (no config.gin); start one with flowkit train")
+    path, skipped = checkpoint.find_latest(workspace.checkpoints)
+    if path is None:
+        reasons = "; ".join(f"{p.name}: {r}" for p, r in skipped) or "none written yet"
+        raise ResumeError(f"{run_dir} has no valid checkpoint ({reasons}); start it again with flowkit train")
+    loaded = checkpoint.load_checkpoint(path)
+    parsed = gin_config.parse([workspace.config], [*bindings, *_extra_bindings((), steps)])
+    allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(run_dir))
+    origin = _Origin("resume", loaded, tuple((str(p), r) for p, r in skipped), allowed)
+    return _launch(workspace, parsed, _device(device), origin)
+
+
+def init_from(
+    parent: Path,
+    config_files: Sequence[str | Path],
+    bindings: Sequence[str] = (),
+    *,
+    data: Sequence[Path] = (),
+    out: Path,
+    steps: int | None = None,
+    device: str = "auto",
+) -> RunOutcome:
+    """A new run in ``out`` starting from the weights, EMA and latent stats of ``parent``.
+
+    ``parent`` is a checkpoint directory or a run directory (its newest valid checkpoint).
+
+    Raises:
+        ResumeError: ``out`` holds checkpoints, or the model config differs from the
+            parent's beyond dur_cond "none" -> "emotion".
+        CheckpointError: the parent is not a valid checkpoint, or its keys do not fit.
+    """
+    parent = Path(parent)
+    if (parent / "checkpoints").is_dir():
+        found, _ = checkpoint.find_latest(parent / "checkpoints")
+        if found is None:
+            raise CheckpointError(f"{parent} has no valid checkpoint to start from")
+        parent = found
+    loaded = checkpoint.load_checkpoint(parent)
+    workspace = Workspace(Path(out))
+    _refuse_existing(workspace)
+    parsed = gin_config.parse(config_files, [*bindings, *_extra_bindings(data, steps)])
+    return _launch(workspace, parsed, _device(device), _Origin("init_from", loaded))
+
+
+# ---- composition -------------------------------------------------------------------------
+
+
+def _open_data(settings: TrainerSettings, aligned: bool) -> tuple[Any, Any]:
+    from flowkit.data.dataset import LatentDataset
+
+    stores = [Path(p) for p in settings.data]
+    if not stores:
+        from flowkit.data.demo import demo_store_path
+
+        stores = [demo_store_path()]
+    train_set = LatentDataset.open(stores, "train", min_frames=settings.min_frames, require_units=aligned)
+    if len(train_set) == 0:
+        counts = train_set.report.to_dict()
+        train_set.close()
+        raise DataError(
+            f"no usable training segment in {', '.join(map(str, stores))} ({counts}); check the "
+            "stores' split column and data_rejections.jsonl"
+        )
+    val_set = LatentDataset.open(stores, "val", min_frames=settings.min_frames, require_units=aligned)
+    return train_set, val_set
+
+
+def _loggers(settings: TrainerSettings) -> list[Any]:
+    jsonl = registry.get("logger", "jsonl").obj
+    loggers = list(settings.loggers)
+    if not any(isinstance(lg, jsonl) for lg in loggers):
+        loggers.append(jsonl())
+    return loggers
+
+
+def _launch(workspace: Workspace, parsed: Any, device: torch.device, origin: _Origin) -> RunOutcome:
+    with workspace.lock() as lock:
+        settings = TrainerSettings()
+        return _run_locked(workspace, parsed, settings, device, origin, lock_takeover=lock.took_over)
+
+
+def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, device: torch.device,
+                origin: _Origin, *, lock_takeover: dict[str, Any] | None) -> RunOutcome:
+    from flowkit.data.stats import LatentStats, compute_latent_stats
+    from flowkit.data.text import CharVocab
+    from flowkit.model.dit import DUR_FILM_PREFIX, model_diff
+
+    model_config = settings.model
+    aligned = model_config.text_path == "aligned"
+    loaded = origin.loaded
+    train_set, val_set = _open_data(settings, aligned)
+    try:
+        if origin.kind == "resume":
+            assert loaded is not None
+            compatibility.check_data(loaded.meta.get("data_fingerprint"), train_set.fingerprint(), run_dir=str(workspace.root))
+            compatibility.check_steps(loaded.step, settings.steps, checkpoint=str(loaded.path))
+        if loaded is None:
+            stats = compute_latent_stats(train_set)
+            vocab = settings.text.build_vocab(seg.text for seg in train_set.segments)
+            languages = sorted({seg.language for seg in train_set.segments if seg.language})
+        else:
+            stats = LatentStats.from_dict(loaded.meta["latent_stats"])
+            vocab = CharVocab.from_state_dict(loaded.meta["vocab"])
+            languages = list(loaded.meta["languages"])
+        allowed_model_diff: dict[str, Any] = {}
+        if origin.kind == "init_from":
+            assert loaded is not None
+            diff = model_diff(loaded.meta["model_config"], model_config)
+            allowed_model_diff = compatibility.check_init_from_model(diff, parent_path=str(loaded.path))
+
+        seed_globals(settings.seed)
+        model = model_config.build(train_set.latent_dim, vocab.size, len(languages)).to(device)
+        ema = EMA(model, decay=settings.ema_decay, warmup=settings.ema_warmup)
+        optimizer = build_optimizer(model, lr=settings.lr, betas=settings.betas, weight_decay=settings.weight_decay, device=device)
+        lengths = settings.pairing.budget_lengths(train_set.segments)
+        stream = BatchStream(settings.batch_sampler, lengths, settings.seed)
+        streams = RandomStreams.create(settings.seed)
+        cfg_drop = CFGDrop(**settings.cfg_drop)
+        builder = BatchBuilder(train_set, settings.pairing, stats, vocab, languages, model_config.text_path, cfg_drop)
+        evaluator = None
+        if len(val_set) and settings.eval_every is not None:
+            val_builder = attrs.evolve(builder, dataset=val_set)
+            evaluator = Evaluator(val_builder, settings.batch_sampler, settings, model_config, device, autocast=device.type == "cuda")
+        counters = Counters(horizon=settings.steps)
+        pairing_totals = PairingCounts()
+        init_from_info = None
+        if origin.kind == "resume":
+            assert loaded is not None
+            state = loaded.state
+            checkpoint.load_strict(model, state["model"], what="model", source=loaded.path)
+            ema.load_state_dict(state["ema"])
+            optimizer.load_state_dict(state["optimizer"])
+            stream.load_state_dict(state["sampler"])
+            streams.restore(state["rng"])
+            counters = Counters(**state["counters"])
+            pairing_totals = PairingCounts.from_dict(state["pairing_totals"])
+            init_from_info = loaded.meta.get("init_from")
+        elif origin.kind == "init_from":
+            assert loaded is not None
+            added = frozenset(k for k in model.state_dict() if k.startswith(DUR_FILM_PREFIX)) if allowed_model_diff else frozenset()
+            checkpoint.load_strict(model, loaded.state["model"], what="model", source=loaded.path, allow_missing=added)
+            ema.load_state_dict(loaded.state["ema"], allow_missing=added)
+            init_from_info = {"checkpoint": str(loaded.path.resolve()), "step": loaded.step,
+                              "model_diff": {k: list(v) for k, v in allowed_model_diff.items()}}
+
+        resumed = origin.kind == "resume"
+        step = counters.step
+        meta = {
+            "config_text": parsed.text,
+            "seed": settings.seed,
+            "latent_stats": stats.to_dict(),
+            "vocab": vocab.state_dict(),
+            "languages": languages,
+            "model_config": model_config.to_dict(),
+            "data_fingerprint": train_set.fingerprint(),
+            "stores": [str(p) for p in train_set.paths],
+            "latent_dim": train_set.latent_dim,
+            "frame_rate": train_set.frame_rate,
+            "sample_rate": train_set.sample_rate,
+            "init_from": init_from_info,
+        }
+        workspace.create()
+        # Records after the checkpoint's step (and a torn last line) are replayed by this run.
+        removed = truncate_after_step(workspace.metrics, step) if resumed else 0
+        workspace.write_config(parsed.text, [Path(p) for p, _ in parsed.sources])
+        workspace.write_latent_stats(stats.to_dict())
+        workspace.write_rejections(
+            {"split": split, "store": str(r.store), "segment_id": r.segment_id, "reason": r.reason, "detail": r.detail}
+            for split, ds in (("train", train_set), ("val", val_set)) for r in ds.report.rejections
+        )
+        workspace.write_run_info(
+            {
+                "config": parsed.text,
+                "config_files": [str(p) for p in parsed.files],
+                "bindings": list(parsed.bindings),
+                "seed": settings.seed,
+                "git_commit": git_commit(),
+                "device": str(device),
+                "torch": torch.__version__,
+                "python": platform.python_version(),
+                "host": platform.node(),
+                "data_fingerprint": train_set.fingerprint(),
+                "stores": meta["stores"],
+                "load_reports": {"train": train_set.report.to_dict(), "val": val_set.report.to_dict()},
+                "init_from": init_from_info,
+                "resumed_from": str(loaded.path) if resumed and loaded else None,
+                "skipped_checkpoints": [list(s) for s in origin.skipped],
+                "allowed_config_changes": {k: list(v) for k, v in origin.allowed_changes.items()},
+                "lock_taken_over": lock_takeover,
+                "metrics_lines_removed": removed,
+                "num_parameters": sum(p.numel() for p in model.parameters()),
+            },
+            resumed_at=step if resumed else None,
+        )
+        loggers = _loggers(settings)
+        for logger in loggers:
+            logger.open(workspace.root, resumed=resumed, total_steps=settings.steps, start_step=step)
+        trainer = Trainer(
+            settings, model=model, ema=ema, optimizer=optimizer, stream=stream, streams=streams, builder=builder,
+            evaluator=evaluator, workspace=workspace, loggers=loggers, device=device, meta=meta,
+            counters=counters, pairing_totals=pairing_totals, resumed=resumed,
+        )
+        try:
+            if resumed:
+                trainer.log({"kind": "event", "step": step, "event": "resumed", "checkpoint": str(loaded.path) if loaded else None})
+            status = trainer.run()
+        finally:
+            for logger in loggers:
+                logger.close()
+            workspace.write_report(_report(workspace, settings, trainer))
+        return RunOutcome(workspace.root, status, trainer.counters.step, trainer.counters.best_val_loss)
+    finally:
+        train_set.close()
+        val_set.close()
+
+
+def _report(workspace: Workspace, settings: TrainerSettings, trainer: Trainer) -> str:
+    c = trainer.counters
+    state = "completed" if c.step >= settings.steps else f"stopped at step {c.step} (continue: flowkit resume {workspace.root})"
+    best = "-" if c.best_val_loss is None else f"{c.best_val_loss:.5f}"
+    saved = [p.name for _, p in checkpoint.list_checkpoints(workspace.checkpoints)]
+    best_dirs = [p.name for _, p in checkpoint.list_checkpoints(workspace.best)]
+    lines = [
+        f"# Run {workspace.root.name}",
+        "",
+        f"- state: {state}",
+        f"- steps: {c.step} / {settings.steps} ({c.updates} optimizer updates, {c.skipped} skipped)",
+        f"- best EMA validation loss: {best} ({', '.join(best_dirs) or 'none kept'})",
+        f"- checkpoints: {', '.join(saved) or 'none'}",
+        f"- seed: {settings.seed}",
+        f"- data fingerprint: {trainer.meta['data_fingerprint']}",
+        "- metrics: metrics.jsonl; config: config.gin",
+        "",
+    ]
+    return "\n".join(lines)

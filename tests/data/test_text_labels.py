@@ -1,0 +1,47 @@
+"""Character front end and label vocabularies."""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+
+import pytest
+
+from flowkit.data import labels
+from flowkit.data.text import CharVocab, build_vocab
+from flowkit.registry import get
+
+
+def test_vocab_ids_are_sorted_nfc_characters():
+    decomposed = unicodedata.normalize("NFD", "café")
+    vocab = build_vocab(["bca", decomposed])
+    assert vocab.chars == tuple(sorted("abcéf"))
+    assert vocab.size == 7
+    assert vocab.encode("cab") == [4, 2, 3]
+    assert vocab.encode(decomposed) == vocab.encode("café")  # NFC: one é either way
+    assert vocab.unknown_count == 0
+
+
+def test_unknown_characters_are_counted_not_fatal():
+    vocab = build_vocab(["abc"])
+    assert vocab.encode("a?z") == [2, 1, 1]
+    assert vocab.unknown_count == 2
+    assert vocab.decode([2, 0, 1]) == "a\ufffd"
+
+
+def test_state_dict_round_trip_and_registry():
+    vocab = build_vocab(["hello", "мир"])
+    again = CharVocab.from_state_dict(vocab.state_dict())
+    assert again.chars == vocab.chars and again.encode("мир") == vocab.encode("мир")
+    with pytest.raises(ValueError, match="not a character vocabulary"):
+        CharVocab.from_state_dict({"kind": "bpe"})
+    assert get("text", "chars").obj().build_vocab(["ab"]).size == 4
+
+
+def test_labels():
+    assert labels.emotion_id("") == 0 and labels.emotion_id("Happy") == 2 and labels.emotion_id("disgusted") == 7
+    with pytest.raises(ValueError, match="unknown emotion 'bored'"):
+        labels.emotion_id("bored")
+    assert [labels.rate_bucket(x) for x in (5, 8, 12, 15.9, 30, math.nan)] == [1, 2, 3, 4, 5, 0]
+    assert [labels.loudness_bucket(x) for x in (-40, -30, -23, -16, -10, -math.inf)] == [1, 2, 3, 4, 5, 0]
+    assert labels.N_RATE_BUCKETS == len(labels.RATE_EDGES_CPS) + 1

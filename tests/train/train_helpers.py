@@ -1,0 +1,90 @@
+"""Helpers of the trainer tests: small in-process runs and comparisons of their results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from flowkit.train import checkpoint, run
+
+#: Bindings that make gin/debug.gin fit the tiny synthetic store (tests/train/conftest.py).
+TINY = (
+    "batch_sampler.frame_budget.frame_budget = 400",
+    "batch_sampler.frame_budget.max_items = 4",
+    "Trainer.loggers = []",
+    "Trainer.eval_every = 4",
+    "Trainer.save_every = 4",
+    "Trainer.log_every = 1",
+)
+#: Fields that measure wall-clock time: the only ones allowed to differ after a resume.
+TIMING = {"frames_per_s", "step_s", "data_s"}
+DEBUG_GIN = Path(__file__).resolve().parents[2] / "gin" / "debug.gin"
+
+
+def train(store: Path, out: Path, *extra: str, steps: int = 8, config: Path = DEBUG_GIN) -> run.RunOutcome:
+    return run.train([config], [*TINY, *extra], data=[store], out=out, steps=steps, device="cpu")
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    """train and eval records of ``metrics.jsonl`` without the timing fields."""
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] in ("train", "eval"):
+            out.append({k: v for k, v in record.items() if k not in TIMING})
+    return out
+
+
+def final_state(run_dir: Path) -> dict[str, Any]:
+    path, _ = checkpoint.find_latest(run_dir / "checkpoints")
+    assert path is not None
+    return checkpoint.load_checkpoint(path).state
+
+
+def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
+    """Bit-equality of nested states (tensors compared with torch.equal)."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert set(a) == set(b), f"{where}: keys {sorted(set(a) ^ set(b))}"
+        for key in a:
+            assert_same_tensors(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_tensors(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+class SignalAt:
+    """A logger that sends this process SIGTERM when step ``step`` is logged (tests only)."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def open(self, run_dir: Path, *, resumed: bool, total_steps: int, start_step: int) -> None:
+        pass
+
+    def log(self, record: dict[str, Any]) -> None:
+        import os
+        import signal
+
+        if record.get("kind") == "train" and record.get("step") == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def close(self) -> None:
+        pass
+
+
+def train_stopped_at(monkeypatch: Any, store: Path, out: Path, stop: int, steps: int = 8) -> run.RunOutcome:
+    """An 8-step run stopped by SIGTERM after step ``stop`` (a checkpoint is written)."""
+    original = run._loggers
+    with monkeypatch.context() as m:
+        m.setattr(run, "_loggers", lambda settings: [*original(settings), SignalAt(stop)])
+        outcome = train(store, out, steps=steps)
+    assert outcome.status == "interrupted" and outcome.step == stop
+    return outcome

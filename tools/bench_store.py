@@ -1,0 +1,171 @@
+"""Latent-store benchmarks, printed as figures and ratios measured in one run.
+
+1. prepare speed of the shared corpus (log_mel, 2 workers) as a multiple of real time;
+2. batch assembly of 32 random segments (100-800 frames) from the store vs from an
+   uncompressed numpy memmap of the same latents (medians of many repeats), for a few
+   chunk sizes, plus zarr's own API for reference;
+3. open + length index of a synthetic 100k-segment store (time and peak RSS, measured in
+   a fresh process).
+
+Usage: python tools/bench_store.py [--corpus DIR] [--repeats N] [--workdir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def bench_prepare(corpus: Path, work: Path) -> Path:
+    from flowkit.data.prepare import prepare_store
+
+    out = work / "corpus.zarr"
+    summary = prepare_store([corpus], out, workers=2, progress=False)
+    print(f"prepare: {summary.accepted} accepted, {dict(summary.rejected)} rejected, "
+          f"{summary.decoded_seconds / 60:.1f} min of audio in {summary.wall_seconds:.1f} s "
+          f"= {summary.speed:.0f}x real time (target >= 50x)")
+    return out
+
+
+def rechunk(src: Path, dst: Path, chunk_frames: int, compressed: bool = False) -> Path:
+    """A copy of ``src``'s latents with another chunk size (metadata kept minimal)."""
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    from flowkit.data.store import StoreReader
+
+    reader = StoreReader.open(src)
+    data = reader._read_rows(0, int(reader.offsets[-1]))
+    group = zarr.open_group(str(dst), mode="w", zarr_format=3)
+    group.create_array("latents", data=data, chunks=(chunk_frames, data.shape[1]),
+                       compressors=ZstdCodec(level=3) if compressed else None, filters=None)
+    return dst
+
+
+def bench_batches(store: Path, work: Path, repeats: int) -> None:
+    import zarr
+
+    from flowkit.data.store import StoreReader
+
+    reader = StoreReader.open(store)
+    offsets = reader.offsets
+    eligible = np.nonzero((reader.lengths >= 100) & (reader.lengths <= 800))[0]
+    ref = work / "latents.f16"
+    reader._read_rows(0, int(offsets[-1])).tofile(ref)
+    mm = np.memmap(ref, dtype="<f2", mode="r").reshape(-1, reader.latent_dim)
+    rng = np.random.default_rng(0)
+    batches = [rng.choice(eligible, 32, replace=False).tolist() for _ in range(repeats)]
+
+    def time_it(fn) -> float:
+        for b in batches[:5]:
+            fn(b)  # warm the page cache and file handles
+        times = []
+        for b in batches:
+            t = time.perf_counter()
+            fn(b)
+            times.append(time.perf_counter() - t)
+        return statistics.median(times)
+
+    base = time_it(lambda b: [np.asarray(mm[offsets[i] : offsets[i + 1]], dtype=np.float32) for i in b])
+    print(f"batch of 32 segments (100-800 frames, d={reader.latent_dim}, fp16 -> float32), median of {repeats}:")
+    print(f"  numpy memmap (reference)            {base * 1e3:8.3f} ms   1.00x")
+    store_t = time_it(reader.read)
+    chunk = reader.chunk_frames
+    print(f"  store fast path, {chunk:>6}-frame chunks {store_t * 1e3:8.3f} ms   {store_t / base:.2f}x (target <= 2x)")
+    for frames in (4096, 262144):
+        alt = rechunk(store, work / f"c{frames}.zarr", frames)
+        r2 = _borrow(reader, alt, frames)
+        t = time_it(r2.read)
+        print(f"  store fast path, {frames:>6}-frame chunks {t * 1e3:8.3f} ms   {t / base:.2f}x")
+    api = zarr.open_group(str(store), mode="r")["latents"]
+    t = time_it(lambda b: [np.asarray(api[offsets[i] : offsets[i + 1]], dtype=np.float32) for i in b[:8]]) * 4
+    print(f"  zarr API per segment, uncompressed  {t * 1e3:8.3f} ms   {t / base:.1f}x (32 extrapolated from 8)")
+    z = zarr.open_group(str(rechunk(store, work / "zstd.zarr", 16384, compressed=True)), mode="r")["latents"]
+    t = time_it(lambda b: [np.asarray(z[offsets[i] : offsets[i + 1]], dtype=np.float32) for i in b[:4]]) * 8
+    print(f"  zarr API per segment, zstd 16k      {t * 1e3:8.3f} ms   {t / base:.1f}x (32 extrapolated from 4)")
+    raw = reader._read_rows(0, int(offsets[-1])).nbytes
+    zbytes = sum(p.stat().st_size for p in (work / "zstd.zarr" / "latents").rglob("*") if p.is_file())
+    print(f"  zstd size / raw size: {zbytes / raw:.2f}")
+
+
+def _borrow(reader, path: Path, frames: int):
+    """A reader on another chunking of the same latents (offsets borrowed from ``reader``)."""
+    import copy
+
+    import zarr
+
+    other = copy.copy(reader)
+    other.path = path
+    other.chunk_frames = frames
+    other._fds = {}
+    other._latents = zarr.open_group(str(path), mode="r")["latents"]
+    return other
+
+
+_OPEN_CHILD = """
+import resource, sys, time
+t = time.perf_counter()
+from flowkit.data.dataset import LatentDataset
+t_import = time.perf_counter() - t
+t = time.perf_counter()
+ds = LatentDataset.open([sys.argv[1]], "train")
+lengths = ds.lengths
+elapsed = time.perf_counter() - t
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+print(f"{len(ds)} {elapsed:.3f} {rss:.0f} {t_import:.2f}")
+"""
+
+
+def bench_open(work: Path, n: int = 100_000, frames: int = 8, dim: int = 80) -> None:
+    from flowkit.data.store import SegmentRecord, StoreWriter
+
+    path = work / "big.zarr"
+    t = time.perf_counter()
+    writer = StoreWriter.create(path, encoder_name="synthetic", encoder_params={}, frame_rate=100.0,
+                                sample_rate=16000, latent_dim=dim)
+    rng = np.random.default_rng(0)
+    block = rng.standard_normal((frames, dim)).astype(np.float16)
+    for i in range(n):
+        writer.add(SegmentRecord(f"spk{i % 50:02d}_{i:07d}", f"spk{i % 50:02d}", "en", "", math.nan, 3, 3,
+                                 "train", f"a synthetic sentence number {i}.", block,
+                                 ((0, 1, 0, 4), (2, 11, 4, 8)), True))
+    writer.commit()
+    print(f"synthetic store: {n} segments written in {time.perf_counter() - t:.1f} s")
+    out = subprocess.run([sys.executable, "-c", _OPEN_CHILD, str(path)], capture_output=True, text=True, check=True)
+    count, elapsed, rss, t_import = out.stdout.split()
+    print(f"open + validate + length index of {count} segments: {float(elapsed):.2f} s (target < 3 s), "
+          f"peak RSS {float(rss):.0f} MB (target < 1 GB; imports took {t_import} s)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "data" / "asterisk-5voice")
+    parser.add_argument("--repeats", type=int, default=300)
+    parser.add_argument("--workdir", type=Path, default=None)
+    args = parser.parse_args()
+    if not (args.corpus / "metadata.csv").is_file():
+        sys.exit(f"corpus not found at {args.corpus}; pass --corpus DIR")
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="flowkit-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    try:
+        store = bench_prepare(args.corpus, work)
+        bench_batches(store, work, args.repeats)
+        bench_open(work)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
