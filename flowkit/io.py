@@ -17,6 +17,16 @@ from pathlib import Path
 from typing import Any
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+# mkstemp creates 0600 files; a written file should get the mode a plain open() gives it
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a directory so the entries renamed into it are durable (no-op where unsupported)."""
     try:
@@ -37,6 +47,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

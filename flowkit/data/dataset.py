@@ -185,14 +185,28 @@ class LatentDataset:
 
     @staticmethod
     def _check_units(reader: StoreReader) -> dict[int, str]:
-        """Row -> problem for every segment whose stored unit timings are inconsistent."""
+        """Row -> problem for every segment whose stored unit timings are inconsistent.
+
+        Vectorised over all units of the store (100k segments in well under a second);
+        `unit_problems` words the reason for the few bad ones.
+        """
+        n = reader.n_segments
+        counts = np.diff(reader.unit_offsets)
+        has = reader.numeric["has_units"].astype(bool)
+        seg = np.repeat(np.arange(n), counts)
+        cs, ce, fs, fe = reader.units.astype(np.int64).T
+        text_len = np.fromiter((len(t) for t in reader.strings["text"]), dtype=np.int64, count=n)
+        bad_unit = (cs < 0) | (ce > text_len[seg]) | (cs >= ce) | (fs < 0) | (fe > reader.lengths[seg]) | (fs >= fe)
+        bad = np.zeros(n, dtype=bool)
+        bad[seg[bad_unit]] = True
+        same = seg[1:] == seg[:-1]
+        overlap = same & ((cs[1:] < ce[:-1]) | (fs[1:] < fe[:-1]))
+        bad[seg[1:][overlap]] = True
+        bad |= has & (counts == 0)
         problems: dict[int, str] = {}
-        has = reader.numeric["has_units"]
-        for row in np.nonzero(has)[0].tolist():
+        for row in np.nonzero(bad & has)[0].tolist():
             block = reader.units[reader.unit_offsets[row] : reader.unit_offsets[row + 1]]
-            problem = unit_problems(block, len(reader.strings["text"][row]), int(reader.lengths[row]))
-            if problem is not None:
-                problems[row] = problem
+            problems[row] = unit_problems(block, int(text_len[row]), int(reader.lengths[row])) or "inconsistent units"
         return problems
 
     @staticmethod

@@ -143,7 +143,7 @@ def decode_strings(blob: np.ndarray, offsets: np.ndarray) -> list[str]:
     """Strings of a UTF-8 ``blob`` cut at byte ``offsets`` ``[n + 1]``."""
     raw = blob.tobytes()
     bounds = offsets.tolist()
-    if not raw or max(raw) < 0x80:  # ASCII: byte offsets are character offsets, decode once
+    if not raw or int(blob.max()) < 0x80:  # ASCII: byte offsets are character offsets, decode once
         text = raw.decode("ascii")
         return [text[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
     return [raw[a:b].decode("utf-8") for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
@@ -513,6 +513,7 @@ class StoreReader:
         units = self._array(group, "units", "int32", ndim=2)
         self.unit_offsets = self._offsets(group, "unit_offsets", n, units.shape[0])
         self.units = np.asarray(units[: self.unit_offsets[-1]])
+        self._units_list: list[tuple[int, ...]] | None = None
         self._fast = self._fast_path_ok(latents)
 
     @staticmethod
@@ -605,8 +606,9 @@ class StoreReader:
     def segment_units(self, row: int) -> tuple[tuple[int, int, int, int], ...] | None:
         if not self.numeric["has_units"][row]:
             return None
-        block = self.units[self.unit_offsets[row] : self.unit_offsets[row + 1]]
-        return tuple(tuple(int(v) for v in u) for u in block.tolist())
+        if self._units_list is None:  # one tolist for the store, not one per segment
+            self._units_list = [tuple(u) for u in self.units.tolist()]
+        return tuple(self._units_list[self.unit_offsets[row] : self.unit_offsets[row + 1]])
 
     def close(self) -> None:
         if os.getpid() == self._pid:

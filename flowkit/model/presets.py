@@ -6,7 +6,7 @@ overrides the preset's value. Parameter counts of each preset are in ``docs/mode
 
 - ``tiny``: CPU unit tests (a 4 x 200-frame forward+backward in a few milliseconds).
 - ``small``: the CPU quickstart; makes audible progress in a few CPU minutes.
-- ``base``: a single-GPU model of ~90M parameters.
+- ``base``: a single-GPU model of about 48M parameters.
 - ``f5_base``: the F5-TTS base configuration (Chen et al. 2024, "F5-TTS: A Fairytaler that
   Fakes Fluent and Faithful Speech with Flow Matching": dim 1024, depth 22, 16 heads,
   feed-forward x2, text dim 512, 4 ConvNeXt text layers), about 336M parameters.

@@ -25,7 +25,7 @@ def test_tiny_model_overfits_one_batch(text_path, schedule):
     x_t, target = schedule.sample(x0, x1, t)
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.0)
     history = []
-    for _ in range(300):
+    for _ in range(120):
         out = model(x_t, t, cond)
         inputs = LossInputs(out.output, target, x0, x1, x_t, t, cond, schedule, out.log_duration)
         flow = MaskedMSE()(inputs).value
@@ -34,5 +34,4 @@ def test_tiny_model_overfits_one_batch(text_path, schedule):
         loss.backward()
         opt.step()
         history.append(float(flow.detach()))
-    print([round(h, 4) for h in history[::25]])
-    assert history[-1] * 10 <= history[0], history[::30]
+    assert history[-1] * 10 <= history[0], history[::20]

@@ -94,7 +94,7 @@ def aligned_checkpoint(tmp_path: Path) -> Path:
     state = model.state_dict()
     meta = {"config_text": "", "latent_stats": {"mean": [0.0] * 80, "std": [1.0] * 80, "n_frames": 1},
             "vocab": vocab.state_dict(), "languages": ["en"], "model_config": cfg.to_dict(), "latent_dim": 80,
-            "frame_rate": 100.0, "sample_rate": 16000, "stores": [], "encoder_fallback_ok": True}
+            "frame_rate": 100.0, "sample_rate": 16000, "stores": []}
     return save_checkpoint(tmp_path / "checkpoints", 3, {"model": state, "ema": {"num_updates": 0, "shadow": state}},
                            meta)
 
