@@ -22,7 +22,15 @@ from flowkit.model.durations import char_duration_targets
 from flowkit.protocols import Schedule
 from flowkit.registry import register
 
-__all__ = ["DurationL1", "F0Consistency", "LossInputs", "LossTerm", "MaskedMSE", "MelL1", "masked_mean"]
+__all__ = [
+    "DurationL1",
+    "F0Consistency",
+    "LossInputs",
+    "LossTerm",
+    "MaskedMSE",
+    "MelL1",
+    "masked_mean",
+]
 
 
 @attrs.frozen
@@ -80,7 +88,9 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor,
     values = values.float()
     if values.dim() == mask.dim():
         values = values[..., None]
-    kept = torch.where(mask[..., None], values, torch.zeros((), dtype=values.dtype, device=values.device))
+    kept = torch.where(
+        mask[..., None], values, torch.zeros((), dtype=values.dtype, device=values.device)
+    )
     count = float(mask.sum())
     return kept.sum() / max(count * values.shape[-1], 1.0), count
 
@@ -120,7 +130,9 @@ class MelL1:
     def __call__(self, inputs: LossInputs) -> LossTerm:
         """The mean absolute error over target frames and channels; ``count`` = target frames."""
         mask = inputs.loss_mask
-        x1_hat = inputs.schedule.x1_estimate(inputs.x_t.float(), inputs.t.float(), inputs.output.float())
+        x1_hat = inputs.schedule.x1_estimate(
+            inputs.x_t.float(), inputs.t.float(), inputs.output.float()
+        )
         diff = _where_mask(x1_hat - inputs.x1.float(), mask)
         value, count = masked_mean(diff.abs(), mask)
         return LossTerm(value, count, "frames")
@@ -166,7 +178,9 @@ class F0Consistency:
         if self.f0_extractor is None:
             return None
         mask = inputs.loss_mask
-        x1_hat = inputs.schedule.x1_estimate(inputs.x_t.float(), inputs.t.float(), inputs.output.float())
+        x1_hat = inputs.schedule.x1_estimate(
+            inputs.x_t.float(), inputs.t.float(), inputs.output.float()
+        )
         with torch.no_grad():
             f0_true = self.f0_extractor(inputs.x1.float()).float()
         diff = _where_mask(self.f0_extractor(x1_hat).float() - f0_true, mask)

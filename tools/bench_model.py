@@ -2,9 +2,11 @@
 
     python tools/bench_model.py [--presets tiny small] [--batch 4] [--frames 200] [--repeats 10]
 
-Prints one line per preset, text path and thread count: median seconds per training
-forward+backward of a ``batch x frames`` batch (80-channel latents, 60-symbol vocabulary),
-and frames per second. Nothing is asserted: timings depend on the machine and its load.
+Prints one line per preset, text path and thread count: median wall time and median
+process CPU time of one training forward+backward (losses included) of a ``batch x frames``
+batch (80-channel latents, 60-symbol vocabulary), and frames per second of wall time. On a
+shared, loaded machine the CPU time of a one-thread run is the better estimate of the time
+on an idle one. Nothing is asserted: timings depend on the machine and its load.
 """
 
 from __future__ import annotations
@@ -57,17 +59,20 @@ def make_batch(b: int, n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.
     return torch.randn(b, n, LATENT_DIM, generator=g), x1, cond
 
 
-def time_step(preset: str, text_path: str, b: int, n: int, repeats: int) -> float:
-    """Median seconds of one forward+backward (losses included) after two warm-up steps."""
+def time_step(preset: str, text_path: str, b: int, n: int, repeats: int) -> tuple[float, float]:
+    """Median ``(wall, CPU)`` seconds of one forward+backward (losses included) after two
+    warm-up steps."""
     torch.manual_seed(0)
-    model = DiTConfig(preset=preset, text_path=text_path).build(LATENT_DIM, VOCAB, N_LANGUAGES).train()
+    model = (
+        DiTConfig(preset=preset, text_path=text_path).build(LATENT_DIM, VOCAB, N_LANGUAGES).train()
+    )
     g = torch.Generator().manual_seed(0)
     x0, x1, cond = make_batch(b, n, g)
     schedule = FlowMatching()
     t = torch.rand(b, generator=g)
-    times = []
+    times, cpu = [], []
     for k in range(repeats + 2):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         x_t, target = schedule.sample(x0, x1, t)
         out = model(x_t, t, cond)
         inputs = LossInputs(out.output, target, x0, x1, x_t, t, cond, schedule, out.log_duration)
@@ -78,7 +83,8 @@ def time_step(preset: str, text_path: str, b: int, n: int, repeats: int) -> floa
         model.zero_grad(set_to_none=True)
         if k >= 2:
             times.append(time.perf_counter() - start)
-    return statistics.median(times)
+            cpu.append(time.process_time() - start_cpu)
+    return statistics.median(times), statistics.median(cpu)
 
 
 def main() -> None:
@@ -87,16 +93,21 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--threads", type=int, nargs="+", default=sorted({1, torch.get_num_threads()}))
+    parser.add_argument(
+        "--threads", type=int, nargs="+", default=sorted({1, torch.get_num_threads()})
+    )
     args = parser.parse_args()
     print(f"forward+backward of {args.batch} x {args.frames} frames, median of {args.repeats}, CPU")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for preset in args.presets:
             for text_path in ("unaligned", "aligned"):
-                s = time_step(preset, text_path, args.batch, args.frames, args.repeats)
-                fps = args.batch * args.frames / s
-                print(f"{preset:>8} {text_path:>9} threads={threads}: {s * 1000:8.1f} ms  {fps:10.0f} frames/s")
+                wall, cpu = time_step(preset, text_path, args.batch, args.frames, args.repeats)
+                fps = args.batch * args.frames / wall
+                print(
+                    f"{preset:>8} {text_path:>9} threads={threads}: wall {wall * 1000:8.1f} ms  "
+                    f"cpu {cpu * 1000:8.1f} ms  {fps:8.0f} frames/s"
+                )
 
 
 if __name__ == "__main__":

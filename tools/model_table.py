@@ -1,7 +1,7 @@
 """Regenerate the parameter table of docs/models.md from the presets.
 
-    python tools/model_table.py            # rewrite the table in place
-    python tools/model_table.py --check    # exit 1 when the table is stale
+python tools/model_table.py            # rewrite the table in place
+python tools/model_table.py --check    # exit 1 when the table is stale
 """
 
 from __future__ import annotations

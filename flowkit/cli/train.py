@@ -30,6 +30,42 @@ _Data = Annotated[
 ]
 _Steps = Annotated[int | None, typer.Option("--steps", help="Optimizer updates in total (sets Trainer.steps).", min=1)]
 _Device = Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto (CUDA when available).")]
+_Nproc = Annotated[
+    int | None,
+    typer.Option(
+        "--nproc",
+        help="Train with N processes on this machine (one per GPU): re-runs this command under torchrun "
+        "(python -m torch.distributed.run --standalone --nproc-per-node N). Several machines: docs/distributed.md.",
+        min=1,
+    ),
+]
+
+
+def _under_torchrun(nproc: int | None) -> None:
+    """With ``--nproc N > 1``, replace this process by torchrun running the same command
+    without ``--nproc`` (flowkit manages no processes itself); returns only when N <= 1."""
+    import os
+    import sys
+
+    if nproc is None or nproc <= 1:
+        return
+    if "WORLD_SIZE" in os.environ:
+        from flowkit.errors import ConfigError
+
+        raise ConfigError("--nproc given to a process torchrun already started; drop --nproc (torchrun sets the world size)")
+    args, skip = [], False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg == "--nproc":
+            skip = True
+        elif not arg.startswith("--nproc="):
+            args.append(arg)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}",
+               "-m", "flowkit", *args]
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
 
 
 def _finish(outcome: object) -> None:
@@ -47,13 +83,16 @@ def train(
     out: Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
     steps: _Steps = None,
     device: _Device = "auto",
+    nproc: _Nproc = None,
 ) -> None:
     """Start a training run from a gin experiment.
 
     A run directory that already holds checkpoints is refused (continue it with
     `flowkit resume RUN_DIR`). Ctrl-C or SIGTERM finish the current step, write a
-    checkpoint and exit 130.
+    checkpoint and exit 130. `--nproc N` trains with N processes under torchrun
+    (docs/distributed.md).
     """
+    _under_torchrun(nproc)
     from flowkit.train.run import default_run_dir
     from flowkit.train.run import train as run_train
 
@@ -71,12 +110,15 @@ def resume(
     steps: _Steps = None,
     binding: _Bindings = None,
     device: _Device = "auto",
+    nproc: _Nproc = None,
 ) -> None:
     """Continue a run from its newest valid checkpoint, bit-identically.
 
     The run's config.gin is re-read; only logging, evaluation, saving and a higher
-    --steps may differ from the checkpoint's config. Changed data are refused.
+    --steps may differ from the checkpoint's config. Changed data are refused. A run
+    trained by N processes resumes with N (`--nproc N`, or the same torchrun world size).
     """
+    _under_torchrun(nproc)
     from flowkit.train.run import resume as run_resume
 
     _finish(run_resume(run_dir, steps=steps, bindings=binding or (), device=device))

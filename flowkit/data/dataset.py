@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 
 from flowkit.data.store import StoreReader
+from flowkit.errors import DataError
 
 
 @attrs.frozen
@@ -237,6 +238,10 @@ class LatentDataset:
         """Latents of segments ``indices`` as float32 ``[n_i d]``, in the order given.
 
         Each store is read once per call, sorted by position and coalesced.
+
+        Raises:
+            DataError: a segment holds non-finite latents although its ``max_abs`` (checked
+                at open) is finite: the store was damaged after prepare.
         """
         out: list[np.ndarray | None] = [None] * len(indices)
         by_store: dict[int, list[int]] = {}
@@ -245,6 +250,13 @@ class LatentDataset:
         for store, ks in by_store.items():
             arrays = self._readers[store].read([self.segments[indices[k]].row for k in ks])
             for k, a in zip(ks, arrays, strict=True):
+                # cheap next to a training step, and a NaN must not reach the model
+                if not np.isfinite(a).all():
+                    seg = self.segments[indices[k]]
+                    raise DataError(
+                        f"{self._readers[store].path}: segment {seg.segment_id!r} holds non-finite latents "
+                        "(damaged after prepare); rebuild the store with `flowkit prepare`"
+                    )
                 out[k] = a
         return out  # type: ignore[return-value]
 

@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import gin
 import numpy as np
 
-from flowkit.data import audio as audio_mod
+import gin
 from flowkit.data import aligners as _aligners  # noqa: F401  registers aligner.energy
+from flowkit.data import audio as audio_mod
 from flowkit.data import encoders as _encoders  # noqa: F401  registers encoder.log_mel
 from flowkit.data.labels import loudness_bucket, rate_bucket
 from flowkit.data.manifest import Item, Rejection, read_inputs
@@ -268,8 +268,13 @@ def prepare_store(
     encoder = settings.encoder if settings.encoder is not None else _default_encoder()
     aligner = settings.aligner
     out = Path(out)
-    if textgrids is not None and not Path(textgrids).is_dir():
-        raise DataError(f"--textgrids {textgrids}: no such folder")
+    if textgrids is not None:
+        if not Path(textgrids).is_dir():
+            raise DataError(f"--textgrids {textgrids}: no such folder")
+        try:
+            import praatio  # noqa: F401
+        except ImportError:
+            raise DataError("--textgrids needs praatio: pip install 'flowkit[textgrid]'") from None
     started = time.perf_counter()
     summary = PrepareSummary(out)
     rejections: list[Rejection] = []

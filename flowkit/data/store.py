@@ -450,10 +450,18 @@ class StoreReader:
         self = cls()
         self.path = path
         self.attrs = attrs_
-        self._load(group)
+        try:
+            self._load(group)
+        except DataError:
+            raise
+        except Exception as exc:  # a chunk zarr cannot decode (garbled or torn file)
+            name = getattr(self, "_reading", "?")
+            raise _fail(path, f"cannot read array {name!r} ({type(exc).__name__}: {exc}); the store is damaged, "
+                        "rebuild it with `flowkit prepare`") from None
         return self
 
     def _array(self, group: Any, name: str, dtype: str, ndim: int = 1) -> Any:
+        self._reading = name  # named by `open` if decoding this array fails
         try:
             array = group[name]
         except KeyError:
@@ -464,11 +472,18 @@ class StoreReader:
             raise _fail(self.path, f"array {name!r} has {array.ndim} dimensions, expected {ndim}")
         return array
 
+    def _values(self, array: Any, name: str, stop: int) -> np.ndarray:
+        """``array[:stop]``; a chunk that does not decode (bit rot, a torn copy) is a DataError."""
+        try:
+            return np.asarray(array[:stop])
+        except Exception as exc:
+            raise _fail(self.path, f"cannot read array {name!r} ({type(exc).__name__}: {exc}); the store is damaged, rebuild it with `flowkit prepare`") from None
+
     def _offsets(self, group: Any, name: str, n: int, limit: int) -> np.ndarray:
         array = self._array(group, name, "int64")
         if array.shape[0] < n + 1:
             raise _fail(self.path, f"metadata length mismatch: {name!r} has {array.shape[0]} entries for {n} segments (expected {n + 1})")
-        values = np.asarray(array[: n + 1])
+        values = self._values(array, name, n + 1)
         steps = np.diff(values)
         if values[0] != 0 or (steps < 0).any():
             bad = int(np.argmax(steps < 0)) if (steps < 0).any() else 0
@@ -503,16 +518,19 @@ class StoreReader:
         for name in STRING_FIELDS:
             blob = self._array(group, name, "uint8")
             offs = self._offsets(group, f"{name}_offsets", n, blob.shape[0])
-            self.strings[name] = decode_strings(np.asarray(blob[: offs[-1]]), offs)
+            try:
+                self.strings[name] = decode_strings(self._values(blob, name, int(offs[-1])), offs)
+            except UnicodeDecodeError:
+                raise _fail(self.path, f"array {name!r} is not valid UTF-8; the store is damaged") from None
         self.numeric: dict[str, np.ndarray] = {}
         for name, dtype in SEGMENT_ARRAYS.items():
             array = self._array(group, name, dtype)
             if array.shape[0] < n:
                 raise _fail(self.path, f"metadata length mismatch: {name!r} has {array.shape[0]} rows for {n} segments")
-            self.numeric[name] = np.asarray(array[:n])
+            self.numeric[name] = self._values(array, name, n)
         units = self._array(group, "units", "int32", ndim=2)
         self.unit_offsets = self._offsets(group, "unit_offsets", n, units.shape[0])
-        self.units = np.asarray(units[: self.unit_offsets[-1]])
+        self.units = self._values(units, "units", int(self.unit_offsets[-1]))
         self._units_list: list[tuple[int, ...]] | None = None
         self._fast = self._fast_path_ok(latents)
 

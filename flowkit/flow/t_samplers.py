@@ -41,7 +41,9 @@ class LogitNormal:
 
     def __attrs_post_init__(self) -> None:
         if not self.std > 0:
-            raise ConfigError(f"t_sampler.logit_normal.std = {self.std!r} must be > 0 (SD3 uses 1.0)")
+            raise ConfigError(
+                f"t_sampler.logit_normal.std = {self.std!r} must be > 0 (SD3 uses 1.0)"
+            )
 
     def __call__(self, n: int, generator: torch.Generator) -> torch.Tensor:
         """``n`` times in (0, 1), float32 ``[n]`` on the CPU."""

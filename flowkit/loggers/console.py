@@ -56,7 +56,7 @@ class ConsoleLogger:
             values = Progress.format_fields(
                 {_label(k): v for k, v in record.items() if k not in ("kind", "step")}
             )
-            console.print(f"eval step {step}: {values}", markup=False, highlight=False)
+            console.print(f"eval step {step}: {values}", markup=False, highlight=False, soft_wrap=True)
             return
         if kind == "event":
             head = " ".join(
@@ -65,7 +65,7 @@ class ConsoleLogger:
             rest = Progress.format_fields(
                 {k: v for k, v in record.items() if k not in ("kind", "step", "event", "message")}
             )
-            console.print(f"step {step}: {head}  {rest}".rstrip(), markup=False, highlight=False)
+            console.print(f"step {step}: {head}  {rest}".rstrip(), markup=False, highlight=False, soft_wrap=True)
             return
         if self._progress is None:
             return

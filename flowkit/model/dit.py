@@ -112,7 +112,9 @@ class DiTConfig:
             if not isinstance(s[name], int) or s[name] < 1:
                 raise ConfigError(f"model.dit.{name} = {s[name]!r} must be a positive integer")
         if not isinstance(s["conv_layers"], int) or s["conv_layers"] < 0:
-            raise ConfigError(f"model.dit.conv_layers = {s['conv_layers']!r} must be an integer >= 0")
+            raise ConfigError(
+                f"model.dit.conv_layers = {s['conv_layers']!r} must be an integer >= 0"
+            )
         if self.conv_pos_kernel < 0 or (self.conv_pos_kernel and self.conv_pos_kernel % 2 == 0):
             raise ConfigError(
                 f"model.dit.conv_pos_kernel = {self.conv_pos_kernel!r} must be odd (F5-TTS: 31) or 0 to disable"
@@ -168,7 +170,9 @@ class DiTConfig:
         return DiT(self, int(latent_dim), int(vocab_size), int(n_languages))
 
 
-def model_diff(a: DiTConfig | Mapping[str, Any], b: DiTConfig | Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
+def model_diff(
+    a: DiTConfig | Mapping[str, Any], b: DiTConfig | Mapping[str, Any]
+) -> dict[str, tuple[Any, Any]]:
     """Fields whose effective values differ: ``{field: (a_value, b_value)}``.
 
     Configs are compared after resolving presets, so ``preset="tiny"`` equals ``preset="small"``
@@ -206,7 +210,9 @@ def _masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     """``[b dim]`` sin/cos features of ``t * 1000`` (t in [0, 1]); periods up to 10^4."""
     half = dim // 2
-    freqs = torch.exp(-math.log(10_000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
+    freqs = torch.exp(
+        -math.log(10_000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half
+    )
     angle = (t.float() * _TIME_SCALE)[:, None] * freqs[None, :]
     return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
 
@@ -234,7 +240,9 @@ class EmotionEmbedding(nn.Module):
     def forward(self, cond: Conditions) -> torch.Tensor:
         known = cond.emotion_known
         emotion = torch.where(known, cond.emotion, torch.zeros_like(cond.emotion))
-        intensity = torch.where(known, cond.intensity.float(), torch.zeros_like(cond.intensity, dtype=torch.float32))
+        intensity = torch.where(
+            known, cond.intensity.float(), torch.zeros_like(cond.intensity, dtype=torch.float32)
+        )
         feats = torch.stack([intensity, known.float()], dim=-1)
         return self.emotion(emotion) + self.intensity(feats.to(self.intensity.weight.dtype))
 
@@ -314,7 +322,8 @@ class TextEncoder(nn.Module):
 
 class ConvPositionEmbedding(nn.Module):
     """Two grouped convolutions (kernel 31 in F5-TTS) added to the input: local context and a
-    sense of relative position before the first attention layer."""
+    sense of relative position before the first attention layer. SiLU replaces F5-TTS's Mish:
+    the same shape of curve, and several times cheaper to differentiate on the CPU."""
 
     def __init__(self, dim: int, kernel: int) -> None:
         super().__init__()
@@ -323,14 +332,16 @@ class ConvPositionEmbedding(nn.Module):
         self.conv2 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = F.mish(self.conv1(_masked(x, mask).transpose(1, 2)))
-        h = F.mish(self.conv2(_masked(h.transpose(1, 2), mask).transpose(1, 2)))
+        h = F.silu(self.conv1(_masked(x, mask).transpose(1, 2)))
+        h = F.silu(self.conv2(_masked(h.transpose(1, 2), mask).transpose(1, 2)))
         return x + _masked(h.transpose(1, 2), mask)
 
 
 def rotary_tables(n: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """``(cos, sin)`` ``[n head_dim/2]`` for positions ``0..n-1`` (RoFormer, base 10^4)."""
-    inv = 1.0 / (10_000.0 ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim))
+    inv = 1.0 / (
+        10_000.0 ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
+    )
     angle = torch.arange(n, device=device, dtype=torch.float32)[:, None] * inv[None, :]
     return torch.cos(angle), torch.sin(angle)
 
@@ -352,12 +363,18 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
 
-    def forward(self, x: torch.Tensor, key_mask: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, key_mask: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]
+    ) -> torch.Tensor:
         b, n, c = x.shape
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
         q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         o = F.scaled_dot_product_attention(
-            q, k, v, attn_mask=key_mask[:, None, None, :], dropout_p=self.dropout if self.training else 0.0
+            q,
+            k,
+            v,
+            attn_mask=key_mask[:, None, None, :],
+            dropout_p=self.dropout if self.training else 0.0,
         )
         return self.out(o.transpose(1, 2).reshape(b, n, c))
 
@@ -375,11 +392,22 @@ class DiTBlock(nn.Module):
         self.attn = Attention(dim, heads, dropout)
         self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.ff = nn.Sequential(
-            nn.Linear(dim, ff_mult * dim), nn.GELU(approximate="tanh"), nn.Dropout(dropout), nn.Linear(ff_mult * dim, dim)
+            nn.Linear(dim, ff_mult * dim),
+            nn.GELU(approximate="tanh"),
+            nn.Dropout(dropout),
+            nn.Linear(ff_mult * dim, dim),
         )
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor, key_mask: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
-        shift1, scale1, gate1, shift2, scale2, gate2 = self.modulation(F.silu(c))[:, None, :].chunk(6, dim=-1)
+    def forward(
+        self,
+        x: torch.Tensor,
+        c: torch.Tensor,
+        key_mask: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+    ) -> torch.Tensor:
+        shift1, scale1, gate1, shift2, scale2, gate2 = self.modulation(F.silu(c))[:, None, :].chunk(
+            6, dim=-1
+        )
         x = x + gate1 * self.attn(self.attn_norm(x) * (1 + scale1) + shift1, key_mask, rope)
         return x + gate2 * self.ff(self.ff_norm(x) * (1 + scale2) + shift2)
 
@@ -472,14 +500,20 @@ class DiT(nn.Module):
         self.head_dim = dim // s["heads"]
         self.text = TextEncoder(vocab_size, text_dim, s["conv_layers"])
         if cfg.text_path == "aligned":
-            self.duration = DurationHead(text_dim, s["dur_hidden"], n_languages, cfg.dur_cond == "emotion")
+            self.duration = DurationHead(
+                text_dim, s["dur_hidden"], n_languages, cfg.dur_cond == "emotion"
+            )
             # Frames of a valid region that no character covers (pauses between units).
             self.gap = nn.Parameter(torch.zeros(text_dim))
         self.input_proj = nn.Linear(2 * latent_dim + text_dim, dim)
-        self.conv_pos = ConvPositionEmbedding(dim, cfg.conv_pos_kernel) if cfg.conv_pos_kernel else None
+        self.conv_pos = (
+            ConvPositionEmbedding(dim, cfg.conv_pos_kernel) if cfg.conv_pos_kernel else None
+        )
         self.time = TimeEmbedding(dim)
         self.globals = GlobalEmbedding(dim, n_languages)
-        self.blocks = nn.ModuleList(DiTBlock(dim, s["heads"], s["ff_mult"], float(s["dropout"])) for _ in range(s["depth"]))
+        self.blocks = nn.ModuleList(
+            DiTBlock(dim, s["heads"], s["ff_mult"], float(s["dropout"])) for _ in range(s["depth"])
+        )
         self.final = FinalLayer(dim, latent_dim)
 
     def spec(self) -> dict[str, Any]:
@@ -507,10 +541,14 @@ class DiT(nn.Module):
             ValueError: the model uses the unaligned text path (it has no duration head).
         """
         if self.cfg.text_path != "aligned":
-            raise ValueError("predict_durations needs model.dit.text_path = 'aligned' (no duration head)")
+            raise ValueError(
+                "predict_durations needs model.dit.text_path = 'aligned' (no duration head)"
+            )
         return self._encode_chars(cond)[1]
 
-    def _text_frames(self, cond: Conditions, phase: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _text_frames(
+        self, cond: Conditions, phase: str
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         n = cond.num_frames
         if self.cfg.text_path == "unaligned":
             # F5-TTS: ids fill the first frames, the filler id 0 the rest of the item's frames;

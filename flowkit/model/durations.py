@@ -100,8 +100,14 @@ def place_chars(cond: Conditions, weights: torch.Tensor | None) -> torch.Tensor:
     if weights is None:
         w = valid.float()
     else:
-        w = torch.where(valid, weights.float().clamp_min(_MIN_WEIGHT), torch.zeros_like(weights, dtype=torch.float32))
-    total = torch.zeros(unit_mask.shape, dtype=torch.float32, device=w.device).scatter_add_(1, unit, w)
+        w = torch.where(
+            valid,
+            weights.float().clamp_min(_MIN_WEIGHT),
+            torch.zeros_like(weights, dtype=torch.float32),
+        )
+    total = torch.zeros(unit_mask.shape, dtype=torch.float32, device=w.device).scatter_add_(
+        1, unit, w
+    )
     # Cumulative weight inside a unit: the running sum over the text minus its value just
     # before the unit's first character (out-of-unit characters weigh 0, units are runs).
     before = torch.cumsum(w, dim=1) - w

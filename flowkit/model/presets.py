@@ -35,11 +35,47 @@ PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
     {
         name: MappingProxyType(values)
         for name, values in {
-            "tiny": dict(dim=64, depth=2, heads=2, ff_mult=2, text_dim=32, conv_layers=1, dur_hidden=32, dropout=0.0),
-            "small": dict(dim=256, depth=4, heads=4, ff_mult=2, text_dim=128, conv_layers=2, dur_hidden=128, dropout=0.0),
-            "base": dict(dim=512, depth=12, heads=8, ff_mult=2, text_dim=256, conv_layers=4, dur_hidden=256, dropout=0.1),
+            "tiny": dict(
+                dim=64,
+                depth=2,
+                heads=2,
+                ff_mult=2,
+                text_dim=32,
+                conv_layers=1,
+                dur_hidden=32,
+                dropout=0.0,
+            ),
+            "small": dict(
+                dim=256,
+                depth=4,
+                heads=4,
+                ff_mult=2,
+                text_dim=128,
+                conv_layers=2,
+                dur_hidden=128,
+                dropout=0.0,
+            ),
+            "base": dict(
+                dim=512,
+                depth=12,
+                heads=8,
+                ff_mult=2,
+                text_dim=256,
+                conv_layers=4,
+                dur_hidden=256,
+                dropout=0.1,
+            ),
             # F5-TTS base; dropout 0.1 as in its released config.
-            "f5_base": dict(dim=1024, depth=22, heads=16, ff_mult=2, text_dim=512, conv_layers=4, dur_hidden=256, dropout=0.1),
+            "f5_base": dict(
+                dim=1024,
+                depth=22,
+                heads=16,
+                ff_mult=2,
+                text_dim=512,
+                conv_layers=4,
+                dur_hidden=256,
+                dropout=0.1,
+            ),
         }.items()
     }
 )

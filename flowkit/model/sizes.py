@@ -38,7 +38,17 @@ def count_parameters(cfg: DiTConfig, **sizes: int) -> int:
 
 def parameter_table() -> str:
     """The markdown table of every preset's sizes and parameter counts."""
-    head = ["preset", "dim", "depth", "heads", "ff_mult", "text_dim", "conv_layers", "dur_hidden", "dropout"]
+    head = [
+        "preset",
+        "dim",
+        "depth",
+        "heads",
+        "ff_mult",
+        "text_dim",
+        "conv_layers",
+        "dur_hidden",
+        "dropout",
+    ]
     head += [f"params ({title})" for title, _ in VARIANTS]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in PRESETS:

@@ -54,15 +54,21 @@ class Utterance:
 def _prompt_tensor(u: Utterance, latent_dim: int) -> torch.Tensor:
     if u.prompt is None:
         return torch.zeros((0, latent_dim), dtype=torch.float32)
-    p = torch.as_tensor(np.asarray(u.prompt) if not isinstance(u.prompt, torch.Tensor) else u.prompt)
+    p = torch.as_tensor(
+        np.asarray(u.prompt) if not isinstance(u.prompt, torch.Tensor) else u.prompt
+    )
     if p.dim() != 2 or p.shape[1] != latent_dim:
-        raise ConfigError(f"prompt latents have shape {tuple(p.shape)}; expected [frames, {latent_dim}]")
+        raise ConfigError(
+            f"prompt latents have shape {tuple(p.shape)}; expected [frames, {latent_dim}]"
+        )
     return p.float().cpu()
 
 
 def _pad_stack(rows: list[list[int]], fill: int) -> torch.Tensor:
     width = max((len(r) for r in rows), default=0)
-    return torch.tensor([list(r) + [fill] * (width - len(r)) for r in rows], dtype=torch.long).reshape(len(rows), width)
+    return torch.tensor(
+        [list(r) + [fill] * (width - len(r)) for r in rows], dtype=torch.long
+    ).reshape(len(rows), width)
 
 
 def inference_conditions(
@@ -96,7 +102,9 @@ def inference_conditions(
             raise ConfigError(f"utterance {i}: empty text; give at least one character id")
     sep = set(separator_ids)
     emotion = torch.tensor([u.emotion for u in utterances], dtype=torch.long)
-    intensity = torch.tensor([0.0 if u.intensity is None else float(u.intensity) for u in utterances])
+    intensity = torch.tensor(
+        [0.0 if u.intensity is None else float(u.intensity) for u in utterances]
+    )
     common = dict(
         text=_pad_stack(texts, 0),
         text_mask=_pad_stack([[1] * len(t) for t in texts], 0).bool(),
@@ -134,7 +142,11 @@ def inference_conditions(
             k = len(u.prompt_text)
             pu, tu = char_units[i][:k], char_units[i][k:]
             shift = max(pu, default=-1) + 1
-            prompt_units = unit_frames_from_durations(log_duration[i, :k], pu, start=0, total=n_prompt[i]) if n_prompt[i] else []
+            prompt_units = (
+                unit_frames_from_durations(log_duration[i, :k], pu, start=0, total=n_prompt[i])
+                if n_prompt[i]
+                else []
+            )
             if not n_prompt[i]:  # prompt text without prompt audio: its units get no frames
                 prompt_units = [(0, 0)] * shift
             target_units = unit_frames_from_durations(
@@ -177,8 +189,12 @@ def inference_conditions(
             if row:
                 unit_frames[i, : len(row)] = torch.tensor(row, dtype=torch.long)
                 unit_mask[i, : len(row)] = True
-        extra = dict(char_unit=_pad_stack(char_units, -1), unit_frames=unit_frames, unit_mask=unit_mask)
-    return Conditions(frame_mask=frame_mask, target_mask=target_mask, prompt=prompt, **common, **extra).to(device)
+        extra = dict(
+            char_unit=_pad_stack(char_units, -1), unit_frames=unit_frames, unit_mask=unit_mask
+        )
+    return Conditions(
+        frame_mask=frame_mask, target_mask=target_mask, prompt=prompt, **common, **extra
+    ).to(device)
 
 
 @torch.no_grad()
@@ -208,7 +224,9 @@ def synthesize(
     device = next(model.parameters()).device
     b, n = cond.frame_mask.shape
     x0 = torch.randn((b, n, model.latent_dim), generator=generator, dtype=torch.float32).to(device)
-    uncond = cond.replace(drop_text=torch.ones_like(cond.drop_text), drop_prompt=torch.ones_like(cond.drop_prompt))
+    uncond = cond.replace(
+        drop_text=torch.ones_like(cond.drop_text), drop_prompt=torch.ones_like(cond.drop_prompt)
+    )
 
     def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         tb = t.reshape(()).expand(b).to(device=device, dtype=torch.float32)

@@ -38,6 +38,7 @@ RESUME_ALLOW: tuple[str, ...] = (
     "Trainer.eval_batches",
     "Trainer.save_every",
     "Trainer.keep_last",
+    "Trainer.dist_timeout_s",  # how long ranks wait for each other, not what they compute
     "Trainer.loggers",
     "logger.*",
     "*/logger.*",

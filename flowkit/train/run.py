@@ -26,7 +26,7 @@ from flowkit import config as gin_config
 from flowkit import registry
 from flowkit.errors import CheckpointError, ConfigError, DataError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
-from flowkit.train import checkpoint, compatibility
+from flowkit.train import checkpoint, compatibility, distributed
 from flowkit.train.batches import BatchBuilder
 from flowkit.train.batching import BatchStream
 from flowkit.train.collate import CFGDrop
@@ -34,7 +34,7 @@ from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
 from flowkit.train.optimization import build_optimizer
 from flowkit.train.pairing import PairingCounts
-from flowkit.train.randomness import RandomStreams, seed_globals
+from flowkit.train.randomness import RandomStreams, derive_seed, seed_globals
 from flowkit.train.settings import TrainerSettings
 from flowkit.train.trainer import Counters, Trainer
 from flowkit.train.workspace import Workspace, git_commit
@@ -102,6 +102,7 @@ def _refuse_existing(workspace: Workspace) -> None:
         )
 
 
+@distributed.name_rank_in_errors
 def train(
     config_files: Sequence[str | Path],
     bindings: Sequence[str] = (),
@@ -123,6 +124,7 @@ def train(
     return _launch(workspace, parsed, _device(device), _Origin("fresh"))
 
 
+@distributed.name_rank_in_errors
 def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] = (), device: str = "auto") -> RunOutcome:
     """Continue ``run_dir`` from its newest valid checkpoint.
 
@@ -144,6 +146,7 @@ def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] =
     return _launch(workspace, parsed, _device(device), origin)
 
 
+@distributed.name_rank_in_errors
 def init_from(
     parent: Path,
     config_files: Sequence[str | Path],
@@ -208,13 +211,45 @@ def _loggers(settings: TrainerSettings) -> list[Any]:
 
 
 def _launch(workspace: Workspace, parsed: Any, device: torch.device, origin: _Origin) -> RunOutcome:
-    with workspace.lock() as lock:
-        settings = TrainerSettings()
-        return _run_locked(workspace, parsed, settings, device, origin, lock_takeover=lock.took_over)
+    settings = TrainerSettings()
+    # Under torchrun: join the process group; rank 0 alone holds run.lock and writes the run.
+    ctx, device = distributed.setup(device, timeout_s=settings.dist_timeout_s)
+    ok = False
+    try:
+        if ctx.is_main:
+            with workspace.lock() as lock:
+                outcome = _run_locked(workspace, parsed, settings, device, origin, lock_takeover=lock.took_over, ctx=ctx)
+        else:
+            outcome = _run_locked(workspace, parsed, settings, device, origin, lock_takeover=None, ctx=ctx)
+        ok = True
+        return outcome
+    finally:
+        distributed.teardown(ctx, ok=ok)
+
+
+def _rank_state(state: dict[str, Any], ctx: distributed.DistContext, source: Path) -> dict[str, Any]:
+    """This rank's random streams, sampler position and pairing totals from a checkpoint.
+
+    Raises:
+        ResumeError: the checkpoint was written by another number of processes (their
+            batches and random streams cannot be re-dealt exactly).
+    """
+    saved = int(state.get("world_size", 1))
+    if saved != ctx.world_size:
+        raise ResumeError(
+            f"{source} was written by {saved} training process(es), this resume has {ctx.world_size}; resume "
+            f"with the same number (flowkit resume RUN --nproc {saved}, or torchrun --nproc-per-node/--nnodes "
+            "giving that world size) — another world size would deal other batches and random streams"
+        )
+    if "ranks" in state:
+        return state["ranks"][ctx.rank]
+    return {"sampler": state["sampler"], "rng": state["rng"], "pairing_totals": state["pairing_totals"]}
 
 
 def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, device: torch.device,
-                origin: _Origin, *, lock_takeover: dict[str, Any] | None) -> RunOutcome:
+                origin: _Origin, *, lock_takeover: dict[str, Any] | None,
+                ctx: distributed.DistContext | None = None) -> RunOutcome:
+    ctx = ctx or distributed.DistContext()
     from flowkit.data.stats import LatentStats, compute_latent_stats
     from flowkit.data.text import CharVocab
     from flowkit.model.dit import DUR_FILM_PREFIX, model_diff
@@ -242,13 +277,16 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
             diff = model_diff(loaded.meta["model_config"], model_config)
             allowed_model_diff = compatibility.check_init_from_model(diff, parent_path=str(loaded.path))
 
-        seed_globals(settings.seed)
+        seed_globals(settings.seed)  # the same initial weights on every rank
         model = model_config.build(train_set.latent_dim, vocab.size, len(languages)).to(device)
+        if ctx.enabled:
+            # After init the global generators serve only rank-local draws: one stream per rank.
+            seed_globals(derive_seed(settings.seed, "globals", ctx.rank))
         ema = EMA(model, decay=settings.ema_decay, warmup=settings.ema_warmup)
         optimizer = build_optimizer(model, lr=settings.lr, betas=settings.betas, weight_decay=settings.weight_decay, device=device)
         lengths = settings.pairing.budget_lengths(train_set.segments)
-        stream = BatchStream(settings.batch_sampler, lengths, settings.seed)
-        streams = RandomStreams.create(settings.seed)
+        stream = BatchStream(settings.batch_sampler, lengths, settings.seed, ctx.rank, ctx.world_size)
+        streams = RandomStreams.create(settings.seed, ctx.rank)
         cfg_drop = CFGDrop(**settings.cfg_drop)
         builder = BatchBuilder(train_set, settings.pairing, stats, vocab, languages, model_config.text_path, cfg_drop)
         evaluator = None
@@ -264,10 +302,11 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
             checkpoint.load_strict(model, state["model"], what="model", source=loaded.path)
             ema.load_state_dict(state["ema"])
             optimizer.load_state_dict(state["optimizer"])
-            stream.load_state_dict(state["sampler"])
-            streams.restore(state["rng"])
+            own = _rank_state(state, ctx, loaded.path)
+            stream.load_state_dict(own["sampler"])
+            streams.restore(own["rng"])
             counters = Counters(**state["counters"])
-            pairing_totals = PairingCounts.from_dict(state["pairing_totals"])
+            pairing_totals = PairingCounts.from_dict(own["pairing_totals"])
             init_from_info = loaded.meta.get("init_from")
         elif origin.kind == "init_from":
             assert loaded is not None
@@ -292,47 +331,21 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
             "frame_rate": train_set.frame_rate,
             "sample_rate": train_set.sample_rate,
             "init_from": init_from_info,
+            "world_size": ctx.world_size,
         }
-        workspace.create()
-        # Records after the checkpoint's step (and a torn last line) are replayed by this run.
-        removed = truncate_after_step(workspace.metrics, step) if resumed else 0
-        workspace.write_config(parsed.text, [Path(p) for p, _ in parsed.sources])
-        workspace.write_latent_stats(stats.to_dict())
-        workspace.write_rejections(
-            {"split": split, "store": str(r.store), "segment_id": r.segment_id, "reason": r.reason, "detail": r.detail}
-            for split, ds in (("train", train_set), ("val", val_set)) for r in ds.report.rejections
-        )
-        workspace.write_run_info(
-            {
-                "config": parsed.text,
-                "config_files": [str(p) for p in parsed.files],
-                "bindings": list(parsed.bindings),
-                "seed": settings.seed,
-                "git_commit": git_commit(),
-                "device": str(device),
-                "torch": torch.__version__,
-                "python": platform.python_version(),
-                "host": platform.node(),
-                "data_fingerprint": train_set.fingerprint(),
-                "stores": meta["stores"],
-                "load_reports": {"train": train_set.report.to_dict(), "val": val_set.report.to_dict()},
-                "init_from": init_from_info,
-                "resumed_from": str(loaded.path) if resumed and loaded else None,
-                "skipped_checkpoints": [list(s) for s in origin.skipped],
-                "allowed_config_changes": {k: list(v) for k, v in origin.allowed_changes.items()},
-                "lock_taken_over": lock_takeover,
-                "metrics_lines_removed": removed,
-                "num_parameters": sum(p.numel() for p in model.parameters()),
-            },
-            resumed_at=step if resumed else None,
-        )
-        loggers = _loggers(settings)
+        if ctx.is_main:
+            _write_workspace(workspace, parsed, settings, stats, train_set, val_set, device, model, meta,
+                                       origin, lock_takeover=lock_takeover, step=step, resumed=resumed,
+                                       init_from_info=init_from_info)
+        # Only rank 0 logs; the others keep no logger at all.
+        loggers = _loggers(settings) if ctx.is_main else []
         for logger in loggers:
             logger.open(workspace.root, resumed=resumed, total_steps=settings.steps, start_step=step)
         trainer = Trainer(
             settings, model=model, ema=ema, optimizer=optimizer, stream=stream, streams=streams, builder=builder,
             evaluator=evaluator, workspace=workspace, loggers=loggers, device=device, meta=meta,
-            counters=counters, pairing_totals=pairing_totals, resumed=resumed,
+            counters=counters, pairing_totals=pairing_totals, resumed=resumed, dist=ctx,
+            ddp=distributed.wrap_model(ctx, model, device, find_unused_parameters=settings.ddp_find_unused_parameters),
         )
         try:
             if resumed:
@@ -341,11 +354,54 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
         finally:
             for logger in loggers:
                 logger.close()
-            workspace.write_report(_report(workspace, settings, trainer))
+            if ctx.is_main:
+                workspace.write_report(_report(workspace, settings, trainer))
         return RunOutcome(workspace.root, status, trainer.counters.step, trainer.counters.best_val_loss)
     finally:
         train_set.close()
         val_set.close()
+
+
+def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSettings, stats: Any, train_set: Any,
+                     val_set: Any, device: torch.device, model: torch.nn.Module, meta: dict[str, Any],
+                     origin: _Origin, *, lock_takeover: dict[str, Any] | None,
+                     step: int, resumed: bool, init_from_info: Any) -> int:
+    """Rank 0's files of a start or resume; returns the replayed metrics lines removed."""
+    loaded = origin.loaded
+    workspace.create()
+    # Records after the checkpoint's step (and a torn last line) are replayed by this run.
+    removed = truncate_after_step(workspace.metrics, step) if resumed else 0
+    workspace.write_config(parsed.text, [Path(p) for p, _ in parsed.sources])
+    workspace.write_latent_stats(stats.to_dict())
+    workspace.write_rejections(
+        {"split": split, "store": str(r.store), "segment_id": r.segment_id, "reason": r.reason, "detail": r.detail}
+        for split, ds in (("train", train_set), ("val", val_set)) for r in ds.report.rejections
+    )
+    workspace.write_run_info(
+        {
+            "config": parsed.text,
+            "config_files": [str(p) for p in parsed.files],
+            "bindings": list(parsed.bindings),
+            "seed": settings.seed,
+            "git_commit": git_commit(),
+            "device": str(device),
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+            "host": platform.node(),
+            "data_fingerprint": train_set.fingerprint(),
+            "stores": meta["stores"],
+            "load_reports": {"train": train_set.report.to_dict(), "val": val_set.report.to_dict()},
+            "init_from": init_from_info,
+            "resumed_from": str(loaded.path) if resumed and loaded else None,
+            "skipped_checkpoints": [list(s) for s in origin.skipped],
+            "allowed_config_changes": {k: list(v) for k, v in origin.allowed_changes.items()},
+            "lock_taken_over": lock_takeover,
+            "metrics_lines_removed": removed,
+            "num_parameters": sum(p.numel() for p in model.parameters()),
+        },
+        resumed_at=step if resumed else None,
+    )
+    return removed
 
 
 def _report(workspace: Workspace, settings: TrainerSettings, trainer: Trainer) -> str:

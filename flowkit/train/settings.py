@@ -114,6 +114,14 @@ class TrainerSettings:
     # Reuse the first batch (same spans and dropout) at every step; t and noise still vary.
     overfit_one_batch: bool = False
 
+    # ---- torch.distributed (docs/distributed.md; ignored by a single process) ----
+    # Seconds any collective may wait for the other ranks before the run fails naming the
+    # rank; rank 0's evaluation pass and checkpoint save must fit inside it. May change on resume.
+    dist_timeout_s: float = 600.0
+    # DDP's find_unused_parameters: only for a model that leaves parameters out of some
+    # forward passes (the built-in DiT does not; True costs a graph walk per step).
+    ddp_find_unused_parameters: bool = False
+
     def __attrs_post_init__(self) -> None:
         if self.nonfinite not in NONFINITE_POLICIES:
             raise ConfigError(
@@ -132,3 +140,5 @@ class TrainerSettings:
             )
         if not self.losses:
             raise ConfigError("Trainer.losses is empty; give at least [@loss.masked_mse()]")
+        if self.dist_timeout_s <= 0:
+            raise ConfigError(f"Trainer.dist_timeout_s = {self.dist_timeout_s!r} must be > 0 seconds, e.g. 600")

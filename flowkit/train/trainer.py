@@ -26,13 +26,14 @@ import attrs
 import torch
 
 from flowkit.errors import TrainingError
-from flowkit.train import checkpoint
+from flowkit.train import checkpoint, distributed
 from flowkit.train.batches import BatchBuilder
 from flowkit.train.batching import BatchStream
 from flowkit.train.collate import Batch
+from flowkit.train.distributed import DistContext
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
-from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_totals
+from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_counts
 from flowkit.train.optimization import set_learning_rate
 from flowkit.train.pairing import PairingCounts
 from flowkit.train.randomness import RandomStreams
@@ -134,6 +135,8 @@ class Trainer:
         counters: Counters,
         pairing_totals: PairingCounts | None = None,
         resumed: bool = False,
+        dist: DistContext | None = None,
+        ddp: torch.nn.Module | None = None,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -157,6 +160,16 @@ class Trainer:
         self.last_saved = counters.step if resumed else None
         self._overfit: list[Batch] | None = None
         self._window = PairingCounts()
+        # torch.distributed: ``model`` is the unwrapped module (EMA, evaluation, checkpoints);
+        # ``ddp`` runs the training forward passes and averages gradients across ranks.
+        self.dist = dist or DistContext()
+        self.ddp = ddp if ddp is not None else model
+        self._stop_all = False  # a stop requested on any rank, agreed at the last step
+
+    @property
+    def stopping(self) -> bool:
+        """A stop was requested (on any rank: ranks must leave the loop after the same step)."""
+        return self._stop_all if self.dist.enabled else self.stop.requested
 
     # ---- the loop ----
 
@@ -170,7 +183,7 @@ class Trainer:
         with self.stop.installed():
             if not self.resumed and s.eval_every is not None:
                 self.evaluate()
-            while c.step < s.steps and not self.stop.requested:
+            while c.step < s.steps and not self.stopping:
                 lr = self.set_lr()
                 stats = self.train_step(lr)
                 self.maybe_log(stats)
@@ -180,7 +193,7 @@ class Trainer:
                     self.save()
             if self.last_saved != c.step:
                 self.save()
-        if self.stop.requested and c.step < s.steps:
+        if self.stopping and c.step < s.steps:
             self.log({"kind": "event", "step": c.step, "event": "stopped", "signal": self.stop.signal})
             return "interrupted"
         return "completed"
@@ -221,19 +234,25 @@ class Trainer:
         s, c = self.settings, self.counters
         started = time.perf_counter()
         batches, counts = self.next_batches()
-        totals = unit_totals([b.cond for b in batches])
+        totals, sizes = self._step_totals(batches)
         data_s = time.perf_counter() - started
-        self.model.train()
+        self.ddp.train()
         self.optimizer.zero_grad(set_to_none=True)
+        last = len(batches) - 1
 
         def on_device() -> Iterator[MicroBatch]:
-            for cpu_batch in batches:
+            for i, cpu_batch in enumerate(batches):
                 batch = cpu_batch.to(self.device, non_blocking=True)
                 t, x0 = draw_flow(batch.x1.shape, s.t_sampler, self.streams.flow)
-                yield MicroBatch(batch.x1, batch.cond, t, x0)
+                # The context spans the yield, i.e. this micro-batch's forward and backward:
+                # DDP all-reduces the gradients once per step, in the last backward.
+                with self._no_sync() if i < last else contextlib.nullcontext():
+                    yield MicroBatch(batch.x1, batch.cond, t, x0)
 
-        loss, term_sums = accumulate(self.model, s.schedule, s.losses, self.names, on_device(), totals,
+        loss, term_sums = accumulate(self.ddp, s.schedule, s.losses, self.names, on_device(), totals,
                                      autocast=self.autocast)
+        if self.dist.enabled:
+            loss, term_sums = self._global_loss(loss, term_sums)
         max_norm = s.grad_clip if s.grad_clip is not None else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
         # The one sync of a step: a NaN/inf must not reach the weights, the EMA or Adam's moments.
@@ -250,10 +269,46 @@ class Trainer:
         self._window.add(counts)
         return StepStats(
             step=c.step, loss=loss.detach(), terms=term_sums, grad_norm=grad_norm.detach(), lr=lr,
-            items=sum(b.x1.shape[0] for b in batches), real_frames=sum(b.num_real_frames for b in batches),
-            target_frames=sum(b.num_target_frames for b in batches), pairing=counts,
+            items=sizes["items"], real_frames=sizes["real_frames"], target_frames=sizes["target_frames"], pairing=counts,
             step_s=time.perf_counter() - started, data_s=data_s, skipped=skipped,
         )
+
+    def _no_sync(self) -> contextlib.AbstractContextManager[Any]:
+        no_sync = getattr(self.ddp, "no_sync", None)
+        return no_sync() if no_sync is not None else contextlib.nullcontext()
+
+    def _step_totals(self, batches: Sequence[Batch]) -> tuple[dict[str, float], dict[str, int]]:
+        """The unit totals that weight the step's micro-batches, and its item/frame counts.
+
+        Under torch.distributed the counts are summed over the ranks in one all-reduce (which
+        also carries this rank's stop flag), so that a step equals one batch of every rank's
+        items: a micro-batch's weight is ``count_i / global_total * world_size``, the factor
+        undoing DDP's average of the ranks' gradients. One process: the plain local totals.
+        """
+        units: dict[str, float] = {}
+        for batch in batches:
+            for unit, count in unit_counts(batch.cond).items():
+                units[unit] = units.get(unit, 0.0) + count
+        names = sorted(units)
+        sizes = [sum(b.x1.shape[0] for b in batches), sum(b.num_real_frames for b in batches),
+                 sum(b.num_target_frames for b in batches)]
+        summed = distributed.all_sum(self.dist, [*(units[n] for n in names), *sizes, float(self.stop.requested)])
+        if self.dist.enabled:
+            self._stop_all = summed[-1] > 0
+        world = self.dist.world_size
+        totals = {name: max(summed[i], 1.0) / world for i, name in enumerate(names)}
+        k = len(names)
+        return totals, {"items": int(summed[k]), "real_frames": int(summed[k + 1]), "target_frames": int(summed[k + 2])}
+
+    def _global_loss(self, loss: torch.Tensor, terms: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The step loss and terms over all ranks (each rank's share is scaled by world_size).
+
+        Every rank then takes the same skip-or-step decision on a non-finite value.
+        """
+        zero = torch.zeros((), device=loss.device)
+        values = torch.stack([loss, *(terms.get(name, zero) for name in self.names)])
+        distributed.all_mean_(self.dist, values)
+        return values[0], {name: values[i + 1] for i, name in enumerate(self.names) if name in terms}
 
     def _nonfinite(self, loss: torch.Tensor, grad_norm: torch.Tensor) -> bool:
         """Apply the non-finite policy; True when the step is skipped (else raises)."""
@@ -305,14 +360,17 @@ class Trainer:
         record["data_s"] = stats.data_s
         record["best_val_loss"] = c.best_val_loss
         self.log(record)
-        self.workspace.write_heartbeat(c.step, s.steps)
+        if self.dist.is_main:
+            self.workspace.write_heartbeat(c.step, s.steps)
 
     def evaluate(self) -> dict[str, float]:
         """Run the validation passes, log them, and keep the best EMA checkpoint in ``best/``."""
         if self.evaluator is None:
             return {}
         c = self.counters
-        metrics = self.evaluator.evaluate(self.model, self.ema)
+        # Rank 0 alone evaluates (the numbers of one process); the others wait in the broadcast.
+        metrics = self.evaluator.evaluate(self.model, self.ema) if self.dist.is_main else {}
+        metrics = distributed.broadcast_object(self.dist, metrics)
         if not metrics:
             return metrics
         current = metrics.get("val_loss_ema")
@@ -321,27 +379,41 @@ class Trainer:
             c.best_val_loss = current
         self.log({"kind": "eval", "step": c.step, **metrics, "best_val_loss": c.best_val_loss})
         if improved and c.step > 0:
-            checkpoint.save_checkpoint(self.workspace.best, c.step, self.state_dict(), self.checkpoint_meta(), keep_last=1)
+            state = self.state_dict()  # a collective under torch.distributed: every rank takes part
+            if self.dist.is_main:
+                checkpoint.save_checkpoint(self.workspace.best, c.step, state, self.checkpoint_meta(), keep_last=1)
         return metrics
 
     def state_dict(self) -> dict[str, Any]:
-        """Everything a bit-identical resume needs (tensors and plain values only)."""
-        return {
+        """Everything a bit-identical resume needs (tensors and plain values only).
+
+        Under torch.distributed this is a collective: every rank's random streams, sampler
+        position and pairing totals are gathered into ``ranks`` (index = rank), with
+        ``world_size``; the top-level ``rng``/``sampler``/``pairing_totals`` are rank 0's.
+        """
+        own = {"sampler": self.stream.state_dict(), "rng": self.streams.capture(),
+               "pairing_totals": self.pairing_totals.to_dict()}
+        ranks = distributed.gather_objects(self.dist, own)
+        state = {
             "model": self.model.state_dict(),
             "ema": self.ema.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "counters": self.counters.to_dict(),
-            "sampler": self.stream.state_dict(),
-            "rng": self.streams.capture(),
-            "pairing_totals": self.pairing_totals.to_dict(),
+            **ranks[0],
         }
+        if self.dist.enabled:
+            state["world_size"] = self.dist.world_size
+            state["ranks"] = ranks
+        return state
 
     def checkpoint_meta(self) -> dict[str, Any]:
         return {**self.meta, "counters": self.counters.to_dict(), "pairing_totals": self.pairing_totals.to_dict()}
 
     def save(self) -> None:
         s, c = self.settings, self.counters
-        checkpoint.save_checkpoint(
-            self.workspace.checkpoints, c.step, self.state_dict(), self.checkpoint_meta(), keep_last=s.keep_last
-        )
+        state = self.state_dict()  # a collective under torch.distributed: every rank takes part
+        if self.dist.is_main:
+            checkpoint.save_checkpoint(
+                self.workspace.checkpoints, c.step, state, self.checkpoint_meta(), keep_last=s.keep_last
+            )
         self.last_saved = c.step

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synth_audio import write_store
 
-from flowkit.data.store import StoreReader, StoreWriter, SegmentRecord, recompute_fingerprint
+from flowkit.data.store import SegmentRecord, StoreReader, StoreWriter, recompute_fingerprint
 from flowkit.errors import DataError
 
 

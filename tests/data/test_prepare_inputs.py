@@ -7,12 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+from synth_audio import SR, speechlike, write_clip
 
 from flowkit.data.dataset import LatentDataset
 from flowkit.data.prepare import PrepareSettings
 from flowkit.data.store import REJECTIONS_FILE, StoreReader
-
-from synth_audio import SR, speechlike, write_clip
 
 
 def _bad_corpus(root: Path) -> dict[str, str]:
@@ -137,7 +136,6 @@ def test_existing_store_without_append_is_refused(tmp_path, quiet_prepare, small
 
 def test_bindings_reach_prepare_and_encoder(tmp_path, quiet_prepare, small_corpus):
     import gin
-
     from flowkit.data.prepare import PrepareSettings as Settings
     from flowkit.registry import get
 

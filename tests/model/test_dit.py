@@ -6,12 +6,12 @@ import re
 
 import pytest
 import torch
-from conftest import LATENT_DIM, N_LANGUAGES, VOCAB, build, collate, make_item, slice_item
+from model_fixtures import LATENT_DIM, N_LANGUAGES, VOCAB, build, collate, make_item, slice_item
 
 from flowkit.errors import ConfigError
 from flowkit.flow.schedules import FlowMatching
 from flowkit.losses import DurationL1, LossInputs, MaskedMSE
-from flowkit.model.dit import DUR_FILM_PREFIX, DiT, DiTConfig, ModelOutput, model_diff
+from flowkit.model.dit import DUR_FILM_PREFIX, DiTConfig, ModelOutput, model_diff
 from flowkit.model.durations import (
     char_units_from_ids,
     place_chars,
@@ -46,21 +46,32 @@ def test_item_does_not_depend_on_padding_or_neighbours(items, text_path):
     alone = collate(items[1:2])
     # The same item next to others, with extra padding of frames, characters and units
     # (filled with garbage), at a different batch position.
-    crowded = collate([items[0], items[2], items[1]], pad_frames=7, pad_chars=3, pad_units=2, garbage_seed=5)
+    crowded = collate(
+        [items[0], items[2], items[1]], pad_frames=7, pad_chars=3, pad_units=2, garbage_seed=5
+    )
     t1, t3 = torch.tensor([0.4]), torch.tensor([0.9, 0.1, 0.4])
     out_a = _forward(model, *alone, t=t1)
     out_c = _forward(model, *crowded, t=t3)
     n, nt = items[1].x1.shape[0], len(items[1].text)
     torch.testing.assert_close(out_c.output[2, :n], out_a.output[0], atol=1e-5, rtol=1e-5)
     if text_path == "aligned":
-        torch.testing.assert_close(out_c.log_duration[2, :nt], out_a.log_duration[0], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(
+            out_c.log_duration[2, :nt], out_a.log_duration[0], atol=1e-5, rtol=1e-5
+        )
 
     def losses(out, x0, x1, cond, t, i):
         x_t, target = FlowMatching().sample(x0, x1, t)
         c = slice_item(cond, i)
         inp = LossInputs(
-            out.output[i : i + 1], target[i : i + 1], x0[i : i + 1], x1[i : i + 1], x_t[i : i + 1], t[i : i + 1],
-            c, FlowMatching(), None if out.log_duration is None else out.log_duration[i : i + 1],
+            out.output[i : i + 1],
+            target[i : i + 1],
+            x0[i : i + 1],
+            x1[i : i + 1],
+            x_t[i : i + 1],
+            t[i : i + 1],
+            c,
+            FlowMatching(),
+            None if out.log_duration is None else out.log_duration[i : i + 1],
         )
         terms = [MaskedMSE()(inp)] + ([DurationL1()(inp)] if text_path == "aligned" else [])
         return [(float(term.value.detach()), term.count) for term in terms]
@@ -74,7 +85,9 @@ def test_drop_prompt_equals_an_empty_prompt(items):
     model = build()
     x0, x1, cond = collate(items)
     dropped = cond.replace(drop_prompt=torch.tensor([True, False, False]))
-    blank = cond.replace(prompt=torch.where(torch.tensor([True, False, False])[:, None, None], 0.0, cond.prompt))
+    blank = cond.replace(
+        prompt=torch.where(torch.tensor([True, False, False])[:, None, None], 0.0, cond.prompt)
+    )
     a, b = _forward(model, x0, x1, dropped).output, _forward(model, x0, x1, blank).output
     torch.testing.assert_close(a, b)
     assert not torch.allclose(a[0], _forward(model, x0, x1, cond).output[0])
@@ -145,12 +158,18 @@ def test_unit_timings_from_durations():
 def test_dur_cond_emotion_child_loads_parent_and_matches_its_durations(items):
     parent = build(text_path="aligned", dur_cond="none")
     torch.manual_seed(99)
-    child = DiTConfig(preset="tiny", text_path="aligned", dur_cond="emotion").build(LATENT_DIM, VOCAB, N_LANGUAGES).eval()
+    child = (
+        DiTConfig(preset="tiny", text_path="aligned", dur_cond="emotion")
+        .build(LATENT_DIM, VOCAB, N_LANGUAGES)
+        .eval()
+    )
     result = child.load_state_dict(parent.state_dict(), strict=False)
     film = sorted(k for k in child.state_dict() if k.startswith(DUR_FILM_PREFIX))
     assert film and sorted(result.missing_keys) == film and result.unexpected_keys == []
     _, _, cond = collate(items)
-    torch.testing.assert_close(child.predict_durations(cond), parent.predict_durations(cond), rtol=0, atol=0)
+    torch.testing.assert_close(
+        child.predict_durations(cond), parent.predict_durations(cond), rtol=0, atol=0
+    )
     # The FiLM is live: once it moves, emotion changes the durations.
     with torch.no_grad():
         child.duration.film.proj.weight.normal_(0, 0.5)
@@ -160,7 +179,11 @@ def test_dur_cond_emotion_child_loads_parent_and_matches_its_durations(items):
 def test_dur_cond_none_ignores_emotion(items):
     model = build(text_path="aligned")
     _, _, cond = collate(items)
-    other = cond.replace(emotion=(cond.emotion + 1) % 8, intensity=1 - cond.intensity, emotion_known=~cond.emotion_known)
+    other = cond.replace(
+        emotion=(cond.emotion + 1) % 8,
+        intensity=1 - cond.intensity,
+        emotion_known=~cond.emotion_known,
+    )
     torch.testing.assert_close(model.predict_durations(cond), model.predict_durations(other))
 
 
@@ -174,9 +197,18 @@ def test_aligned_path_without_timings_says_so(items):
 @pytest.mark.parametrize(
     ("kw", "match"),
     [
-        (dict(preset="huge"), r"model.dit.preset = 'huge' is not a preset; use one of: tiny, small"),
-        (dict(text_path="phones"), r"model.dit.text_path = 'phones'; use one of: 'unaligned', 'aligned'"),
-        (dict(dur_cond="speaker"), r"model.dit.dur_cond = 'speaker'; use one of: 'none', 'emotion'"),
+        (
+            dict(preset="huge"),
+            r"model.dit.preset = 'huge' is not a preset; use one of: tiny, small",
+        ),
+        (
+            dict(text_path="phones"),
+            r"model.dit.text_path = 'phones'; use one of: 'unaligned', 'aligned'",
+        ),
+        (
+            dict(dur_cond="speaker"),
+            r"model.dit.dur_cond = 'speaker'; use one of: 'none', 'emotion'",
+        ),
         (dict(dur_cond="emotion"), r"model.dit.dur_cond = 'emotion' conditions the duration head"),
         (dict(dim=100, heads=3), r"model.dit.dim = 100 must be divisible by heads = 3"),
         (dict(depth=0), r"model.dit.depth = 0 must be a positive integer"),
@@ -198,7 +230,12 @@ def test_config_round_trip_and_diff():
     # Resolved values are compared: an explicit preset value equals an absent one, and a
     # preset name differing only in name does not count.
     assert model_diff(DiTConfig(preset="tiny"), DiTConfig(preset="tiny", dim=64)) == {}
-    assert model_diff(DiTConfig(preset="tiny", **DiTConfig(preset="small").sizes()), DiTConfig(preset="small")) == {}
+    assert (
+        model_diff(
+            DiTConfig(preset="tiny", **DiTConfig(preset="small").sizes()), DiTConfig(preset="small")
+        )
+        == {}
+    )
     parent = DiTConfig(preset="tiny", text_path="aligned")
     child = DiTConfig(preset="tiny", text_path="aligned", dur_cond="emotion")
     assert model_diff(parent, child.to_dict()) == {"dur_cond": ("none", "emotion")}
@@ -209,5 +246,24 @@ def test_config_round_trip_and_diff():
 def test_spec_rebuilds_the_same_network():
     model = build(text_path="aligned")
     spec = model.spec()
-    again = DiTConfig.from_dict(spec["config"]).build(spec["latent_dim"], spec["vocab_size"], spec["n_languages"])
+    again = DiTConfig.from_dict(spec["config"]).build(
+        spec["latent_dim"], spec["vocab_size"], spec["n_languages"]
+    )
     again.load_state_dict(model.state_dict())  # strict: same keys and shapes
+
+
+def test_model_is_a_gin_configurable_component():
+    import gin
+    from flowkit import registry
+
+    assert registry.get("model", "dit").module == "flowkit.model.dit"
+    gin.parse_config(
+        "model.dit.preset = 'tiny'\nmodel.dit.text_path = 'aligned'\nmodel.dit.depth = 3\n"
+    )
+    cfg = registry.get("model", "dit").obj()
+    assert (cfg.preset, cfg.text_path, cfg.sizes()["depth"], cfg.sizes()["dim"]) == (
+        "tiny",
+        "aligned",
+        3,
+        64,
+    )

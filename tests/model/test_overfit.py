@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import LATENT_DIM, N_LANGUAGES, VOCAB, collate, make_item
+from model_fixtures import LATENT_DIM, N_LANGUAGES, VOCAB, collate, make_item
 
 from flowkit.flow.schedules import CosineVPred, FlowMatching
 from flowkit.losses import DurationL1, LossInputs, MaskedMSE
@@ -18,7 +18,9 @@ from flowkit.model.dit import DiTConfig
 )
 def test_tiny_model_overfits_one_batch(text_path, schedule):
     torch.manual_seed(0)
-    model = DiTConfig(preset="tiny", text_path=text_path).build(LATENT_DIM, VOCAB, N_LANGUAGES).train()
+    model = (
+        DiTConfig(preset="tiny", text_path=text_path).build(LATENT_DIM, VOCAB, N_LANGUAGES).train()
+    )
     items = [make_item(n, 3, seed=s) for s, n in enumerate([48, 40, 33, 25])]
     x0, x1, cond = collate(items)
     t = torch.tensor([0.2, 0.45, 0.7, 0.9])

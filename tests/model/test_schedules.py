@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-import gin
 import pytest
 import torch
 
+import gin
 from flowkit import registry
 from flowkit.errors import ConfigError
 from flowkit.flow import schedules, solvers, t_samplers
@@ -20,7 +20,9 @@ SCHEDULES = [FlowMatching(), FlowMatching(sigma_min=0.1), CosineVPred()]
 
 def _pair(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(3, 5, 4, generator=g, dtype=torch.float64), torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
+    return torch.randn(3, 5, 4, generator=g, dtype=torch.float64), torch.randn(
+        3, 5, 4, generator=g, dtype=torch.float64
+    )
 
 
 @pytest.mark.parametrize("schedule", [FlowMatching(), CosineVPred()], ids=repr)
@@ -44,7 +46,9 @@ def test_velocity_is_the_path_derivative_and_x1_estimate_inverts(schedule):
     t = torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)
     x_t, target = schedule.sample(x0, x1, t)
     eps = 1e-6
-    numeric = (schedule.sample(x0, x1, t + eps)[0] - schedule.sample(x0, x1, t - eps)[0]) / (2 * eps)
+    numeric = (schedule.sample(x0, x1, t + eps)[0] - schedule.sample(x0, x1, t - eps)[0]) / (
+        2 * eps
+    )
     torch.testing.assert_close(schedule.velocity(x_t, t, target), numeric, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(schedule.x1_estimate(x_t, t, target), x1)
 
@@ -55,6 +59,7 @@ def test_exact_field_carries_noise_to_point_mass_data(schedule, solver):
     # With all data at one point x1, the exact marginal field at (x, t) is the target of the
     # unique noise x0 whose path passes through x at t.
     x0, x1 = _pair(2)
+
     def noise_through(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         tt = t.expand(3)
         # x_t = A(t) x0 + B(t) x1: read B(t) x1 and A(t) off the schedule itself.
@@ -68,7 +73,9 @@ def test_exact_field_carries_noise_to_point_mass_data(schedule, solver):
         return schedule.velocity(x, t.expand(3), target)
 
     out = solver(field, x0, 1000)
-    torch.testing.assert_close(out, schedule.sample(x0, x1, torch.ones(3, dtype=torch.float64))[0], atol=2e-3, rtol=0)
+    torch.testing.assert_close(
+        out, schedule.sample(x0, x1, torch.ones(3, dtype=torch.float64))[0], atol=2e-3, rtol=0
+    )
 
 
 def test_solvers_integrate_a_known_ode():
@@ -92,7 +99,9 @@ def test_solver_rejects_zero_steps():
         Euler()(lambda x, t: x, torch.zeros(1, 1, 1), 0)
 
 
-@pytest.mark.parametrize("sampler", [Uniform(), LogitNormal(), LogitNormal(mean=0.5, std=2.0)], ids=repr)
+@pytest.mark.parametrize(
+    "sampler", [Uniform(), LogitNormal(), LogitNormal(mean=0.5, std=2.0)], ids=repr
+)
 def test_t_samplers_are_deterministic_cpu_float32_in_unit_interval(sampler):
     a = sampler(1000, torch.Generator().manual_seed(7))
     b = sampler(1000, torch.Generator().manual_seed(7))
@@ -112,7 +121,10 @@ def test_logit_normal_concentrates_in_the_middle():
 @pytest.mark.parametrize(
     ("make", "match"),
     [
-        (lambda: FlowMatching(sigma_min=1.0), r"schedule.flow_matching.sigma_min = 1.0 must be in \[0, 1\)"),
+        (
+            lambda: FlowMatching(sigma_min=1.0),
+            r"schedule.flow_matching.sigma_min = 1.0 must be in \[0, 1\)",
+        ),
         (lambda: LogitNormal(std=0.0), r"t_sampler.logit_normal.std = 0.0 must be > 0"),
     ],
 )
@@ -154,4 +166,8 @@ def test_gin_references_build_components():
         "probe_entry.solver = @solver.midpoint()\n"
     )
     schedule, sampler, solver = probe_entry()
-    assert isinstance(schedule, CosineVPred) and isinstance(sampler, Uniform) and isinstance(solver, Midpoint)
+    assert (
+        isinstance(schedule, CosineVPred)
+        and isinstance(sampler, Uniform)
+        and isinstance(solver, Midpoint)
+    )

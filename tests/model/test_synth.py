@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import LATENT_DIM, N_LANGUAGES, VOCAB, build, collate
+from model_fixtures import LATENT_DIM, N_LANGUAGES, VOCAB, build, collate
 
 from flowkit.errors import ConfigError
 from flowkit.flow.schedules import CosineVPred, FlowMatching
@@ -18,7 +18,15 @@ def test_cfg_zero_is_the_conditional_model_alone(items):
     _, _, cond = collate(items)
     calls = []
     model.register_forward_hook(lambda m, a, k: calls.append(1))
-    out = synthesize(model, cond, schedule=FlowMatching(), solver=Euler(), steps=3, cfg_strength=0.0, generator=torch.Generator().manual_seed(1))
+    out = synthesize(
+        model,
+        cond,
+        schedule=FlowMatching(),
+        solver=Euler(),
+        steps=3,
+        cfg_strength=0.0,
+        generator=torch.Generator().manual_seed(1),
+    )
     assert len(calls) == 3  # one conditional pass per step, no unconditional pass
     # By hand: Euler on the conditional velocity from the same noise.
     b, n = cond.frame_mask.shape
@@ -35,12 +43,22 @@ def test_cfg_combines_conditional_and_unconditional(items):
     model = build()
     _, _, cond = collate(items)
     s = 1.5
-    out = synthesize(model, cond, schedule=FlowMatching(), solver=Euler(), steps=1, cfg_strength=s, generator=torch.Generator().manual_seed(2))
+    out = synthesize(
+        model,
+        cond,
+        schedule=FlowMatching(),
+        solver=Euler(),
+        steps=1,
+        cfg_strength=s,
+        generator=torch.Generator().manual_seed(2),
+    )
     b, n = cond.frame_mask.shape
     x = torch.randn((b, n, LATENT_DIM), generator=torch.Generator().manual_seed(2))
     t = torch.zeros(b)
     v_c = model(x, t, cond, phase="even").output
-    uncond = cond.replace(drop_text=torch.ones(b, dtype=torch.bool), drop_prompt=torch.ones(b, dtype=torch.bool))
+    uncond = cond.replace(
+        drop_text=torch.ones(b, dtype=torch.bool), drop_prompt=torch.ones(b, dtype=torch.bool)
+    )
     v_u = model(x, t, uncond, phase="even").output
     x1 = x + v_c + s * (v_c - v_u)
     target = cond.target_mask[..., None]
@@ -50,7 +68,14 @@ def test_cfg_combines_conditional_and_unconditional(items):
 def test_output_keeps_prompt_and_spans_are_the_targets(items):
     model = build()
     _, _, cond = collate(items, pad_frames=2)
-    out = synthesize(model, cond, schedule=CosineVPred(), solver=Midpoint(), steps=2, generator=torch.Generator().manual_seed(0))
+    out = synthesize(
+        model,
+        cond,
+        schedule=CosineVPred(),
+        solver=Midpoint(),
+        steps=2,
+        generator=torch.Generator().manual_seed(0),
+    )
     keep = cond.frame_mask & ~cond.target_mask
     assert torch.equal(out[keep], cond.prompt[keep])
     assert torch.count_nonzero(out[~cond.frame_mask]) == 0
@@ -65,17 +90,33 @@ def test_inference_conditions_unaligned():
     cond = inference_conditions(
         model,
         [
-            Utterance(text=[5, 6, 7, 2, 8], prompt=prompt, prompt_text=[9, 10, 2, 11], language=1, emotion=3, intensity=0.5),
+            Utterance(
+                text=[5, 6, 7, 2, 8],
+                prompt=prompt,
+                prompt_text=[9, 10, 2, 11],
+                language=1,
+                emotion=3,
+                intensity=0.5,
+            ),
             Utterance(text=[4, 4, 4], target_frames=9),
         ],
     )
     assert cond.frame_mask.sum(1).tolist() == [12 + 15, 9]
     assert cond.target_mask.sum(1).tolist() == [15, 9]
-    assert torch.equal(cond.prompt[0, :12], prompt) and torch.count_nonzero(cond.prompt[0, 12:]) == 0
+    assert (
+        torch.equal(cond.prompt[0, :12], prompt) and torch.count_nonzero(cond.prompt[0, 12:]) == 0
+    )
     assert cond.text[0, :9].tolist() == [9, 10, 2, 11, 5, 6, 7, 2, 8]
     assert cond.emotion_known.tolist() == [True, False]
     assert not cond.drop_text.any() and not cond.drop_prompt.any()
-    out = synthesize(model, cond, schedule=FlowMatching(), solver=Euler(), steps=2, generator=torch.Generator().manual_seed(0))
+    out = synthesize(
+        model,
+        cond,
+        schedule=FlowMatching(),
+        solver=Euler(),
+        steps=2,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert out.shape == (2, 27, LATENT_DIM)
     with pytest.raises(ConfigError, match="give target_frames"):
         inference_conditions(model, [Utterance(text=[5, 6])])
@@ -89,7 +130,10 @@ def test_inference_conditions_aligned_sizes_units_from_durations():
     prompt = torch.randn(10, LATENT_DIM)
     cond = inference_conditions(
         model,
-        [Utterance(text=[5, 6, 2, 7], prompt=prompt, prompt_text=[8, 9, 9, 2]), Utterance(text=[5, 2, 6, 6])],
+        [
+            Utterance(text=[5, 6, 2, 7], prompt=prompt, prompt_text=[8, 9, 9, 2]),
+            Utterance(text=[5, 2, 6, 6]),
+        ],
         separator_ids={2},
     )
     # item 0: prompt unit "8 9 9" fills the 10 prompt frames; target units of 2 and 1 chars.
@@ -97,7 +141,14 @@ def test_inference_conditions_aligned_sizes_units_from_durations():
     assert cond.unit_frames[0, :3].tolist() == [[0, 10], [10, 16], [16, 19]]
     assert cond.target_mask[0].sum() == 9 and cond.frame_mask[0].sum() == 19
     assert cond.unit_frames[1, :2].tolist() == [[0, 3], [3, 9]] and cond.frame_mask[1].sum() == 9
-    out = synthesize(model, cond, schedule=FlowMatching(), solver=Euler(), steps=2, generator=torch.Generator().manual_seed(0))
+    out = synthesize(
+        model,
+        cond,
+        schedule=FlowMatching(),
+        solver=Euler(),
+        steps=2,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert torch.isfinite(out).all()
 
 
@@ -105,4 +156,11 @@ def test_negative_cfg_strength_is_refused(items):
     model = DiTConfig(preset="tiny").build(LATENT_DIM, VOCAB, N_LANGUAGES)
     _, _, cond = collate(items)
     with pytest.raises(ConfigError, match="cfg_strength"):
-        synthesize(model, cond, schedule=FlowMatching(), solver=Euler(), cfg_strength=-1.0, generator=torch.Generator())
+        synthesize(
+            model,
+            cond,
+            schedule=FlowMatching(),
+            solver=Euler(),
+            cfg_strength=-1.0,
+            generator=torch.Generator(),
+        )

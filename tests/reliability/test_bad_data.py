@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import assert_one_clear_line, cli, segment, train_argv, write_store
+from reliability_helpers import assert_one_clear_line, cli, segment, train_argv, write_store
 from flowkit.data.dataset import LatentDataset
 from flowkit.errors import DataError
 

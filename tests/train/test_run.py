@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from train_helpers import assert_same_tensors, final_state, records, train, train_stopped_at
 
 from flowkit.errors import CheckpointError, ResumeError, TrainingError
 from flowkit.train import checkpoint, run
-from train_helpers import assert_same_tensors, final_state, records, train, train_stopped_at
 
 E11 = Path(__file__).resolve().parents[2] / "gin" / "e11_aligned.gin"
 E13 = Path(__file__).resolve().parents[2] / "gin" / "e13_dur_emotion.gin"
