@@ -13,6 +13,7 @@ Each takes ``run.lock`` for the whole run and writes the workspace files
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import time
 from collections.abc import Sequence
@@ -139,6 +140,12 @@ def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] =
     if path is None:
         reasons = "; ".join(f"{p.name}: {r}" for p, r in skipped) or "none written yet"
         raise ResumeError(f"{run_dir} has no valid checkpoint ({reasons}); start it again with flowkit train")
+    for bad, reason in skipped:
+        # Loud, because the steps since ``path`` will be trained again.
+        from flowkit.cli.console import err_console
+
+        err_console.print(f"warning: skipping checkpoint {bad}: {reason}; resuming from {path.name}",
+                          markup=False, highlight=False, soft_wrap=True)
     loaded = checkpoint.load_checkpoint(path)
     parsed = gin_config.parse([workspace.config], [*bindings, *_extra_bindings((), steps)])
     allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(run_dir))
@@ -355,7 +362,9 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
             for logger in loggers:
                 logger.close()
             if ctx.is_main:
-                workspace.write_report(_report(workspace, settings, trainer))
+                # A full disk must not replace the error that says why the run stopped.
+                with contextlib.suppress(OSError):
+                    workspace.write_report(_report(workspace, settings, trainer))
         return RunOutcome(workspace.root, status, trainer.counters.step, trainer.counters.best_val_loss)
     finally:
         train_set.close()
@@ -369,8 +378,9 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSetting
     """Rank 0's files of a start or resume; returns the replayed metrics lines removed."""
     loaded = origin.loaded
     workspace.create()
-    # Records after the checkpoint's step (and a torn last line) are replayed by this run.
-    removed = truncate_after_step(workspace.metrics, step) if resumed else 0
+    # Records after the checkpoint's step (and a torn last line) are replayed by this run;
+    # a fresh start drops every record of an attempt killed before its first checkpoint.
+    removed = truncate_after_step(workspace.metrics, step if resumed else -1)
     workspace.write_config(parsed.text, [Path(p) for p, _ in parsed.sources])
     workspace.write_latent_stats(stats.to_dict())
     workspace.write_rejections(
@@ -398,6 +408,7 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSetting
             "lock_taken_over": lock_takeover,
             "metrics_lines_removed": removed,
             "num_parameters": sum(p.numel() for p in model.parameters()),
+            "world_size": meta["world_size"],  # processes training together (torchrun); rank 0 writes
         },
         resumed_at=step if resumed else None,
     )

@@ -15,6 +15,7 @@ finite?) and converts its metrics to Python numbers only on log steps.
 from __future__ import annotations
 
 import contextlib
+import errno
 import math
 import signal
 import threading
@@ -39,6 +40,9 @@ from flowkit.train.pairing import PairingCounts
 from flowkit.train.randomness import RandomStreams
 from flowkit.train.settings import TrainerSettings
 from flowkit.train.workspace import Workspace
+
+#: errno values of a write that failed for lack of space (disk, quota, file size limit).
+_DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 __all__ = ["Counters", "StepStats", "StopFlag", "Trainer"]
 
@@ -177,8 +181,22 @@ class Trainer:
         """Train to ``settings.steps`` or a stop request; returns "completed" or "interrupted".
 
         Raises:
-            TrainingError: a non-finite loss or gradient (policy "stop", or too many skips).
+            TrainingError: a non-finite loss or gradient (policy "stop", or too many skips),
+                or a write that failed for lack of space (the last committed checkpoint and
+                the metrics lines before it are intact).
         """
+        try:
+            return self._run()
+        except OSError as exc:
+            if exc.errno not in _DISK_FULL:
+                raise
+            c = self.counters
+            raise TrainingError(
+                f"cannot write to {self.workspace.root} at step {c.step} ({exc.strerror or exc}); "
+                f"the last committed checkpoint is intact: free space, then `flowkit resume {self.workspace.root}`"
+            ) from exc
+
+    def _run(self) -> str:
         s, c = self.settings, self.counters
         with self.stop.installed():
             if not self.resumed and s.eval_every is not None:

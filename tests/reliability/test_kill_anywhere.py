@@ -122,7 +122,7 @@ def _assert_same_run(reference: Path, run: Path) -> None:
 
 
 def test_three_kills_then_resume_equals_an_uninterrupted_run(store: Path, tmp_path: Path) -> None:
-    steps = 5
+    steps = 4
     reference = _reference(store, tmp_path / "ref", steps)
     run = tmp_path / "run"
     kills = kill_until_done(store, run, steps, ["early", "in_save", "after_commit"], random.Random(0))

@@ -1,0 +1,97 @@
+"""Helpers of the torch.distributed tests: launch flowkit under torchrun, read a run back."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from flowkit.train import checkpoint
+
+REPO = Path(__file__).resolve().parents[2]
+DEBUG_GIN = REPO / "gin" / "debug.gin"
+WATCH = Path(__file__).resolve().parent / "watch"
+#: gin/debug.gin on the bundled demo store, saved at every step so step 1 can be checked;
+#: a constant lr so that a 2-step run resumed to 4 steps follows the 4-step run's schedule.
+BINDINGS = (
+    "Trainer.loggers = []",
+    "Trainer.lr_schedule = @lr_schedule.constant()",
+    "Trainer.eval_every = 2",
+    "Trainer.save_every = 1",
+    "Trainer.keep_last = 4",
+    "Trainer.log_every = 1",
+    "Trainer.dist_timeout_s = 120",
+)
+#: Fields that measure wall-clock time: the only ones allowed to differ after a resume.
+TIMING = {"frames_per_s", "step_s", "data_s"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def binding_args(*extra: str) -> list[str]:
+    return [arg for b in (*BINDINGS, *extra) for arg in ("-b", b)]
+
+
+def launch(args: list[str], *, watch: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    """Run ``args`` (a python -m ... command line) with the audit hook watching ``watch``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WATCH), env.get("PYTHONPATH", "")) if p)
+    if watch is not None:
+        env["FLOWKIT_TEST_WATCH_DIR"] = str(watch)
+        env["FLOWKIT_TEST_WRITES_LOG"] = str(watch.parent / f"{watch.name}.writes")
+    return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def torchrun_train(out: Path, steps: int, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess[str]:
+    args = ["-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(free_port()),
+            "-m", "flowkit", "train", str(DEBUG_GIN), "--out", str(out), "--device", "cpu",
+            *binding_args(f"Trainer.steps = {steps}", *extra)]
+    return launch(args, watch=out)
+
+
+def writes_of(out: Path, rank: int) -> list[str]:
+    log = out.parent / f"{out.name}.writes.rank{rank}"
+    return log.read_text().splitlines() if log.is_file() else []
+
+
+def check(result: subprocess.CompletedProcess[str]) -> None:
+    assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] in ("train", "eval"):
+            out.append({k: v for k, v in record.items() if k not in TIMING})
+    return out
+
+
+def state_at(run_dir: Path, step: int) -> dict[str, Any]:
+    return checkpoint.load_checkpoint(run_dir / "checkpoints" / checkpoint.checkpoint_name(step)).state
+
+
+def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
+    """Bit-equality of nested states (tensors compared with torch.equal)."""
+    if isinstance(a, torch.Tensor):
+        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
+    elif isinstance(a, dict):
+        assert set(a) == set(b), f"{where}: keys {sorted(set(a) ^ set(b))}"
+        for key in a:
+            assert_same_tensors(a[key], b[key], f"{where}/{key}")
+    elif isinstance(a, (list, tuple)):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same_tensors(x, y, f"{where}[{i}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
