@@ -42,9 +42,11 @@ def binding_args(*extra: str) -> list[str]:
     return [arg for b in (*BINDINGS, *extra) for arg in ("-b", b)]
 
 
-def launch(args: list[str], *, watch: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+def launch(args: list[str], *, watch: Path | None = None, timeout: float = 240,
+           env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run ``args`` (a python -m ... command line) with the audit hook watching ``watch``."""
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env.update(env_extra or {})
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(WATCH), env.get("PYTHONPATH", "")) if p)
     if watch is not None:
         env["FLOWKIT_TEST_WATCH_DIR"] = str(watch)
@@ -52,11 +54,12 @@ def launch(args: list[str], *, watch: Path | None = None, timeout: float = 240) 
     return subprocess.run([sys.executable, *args], cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def torchrun_train(out: Path, steps: int, *extra: str, nproc: int = 2) -> subprocess.CompletedProcess[str]:
+def torchrun_train(out: Path, steps: int, *extra: str, nproc: int = 2,
+                   env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     args = ["-m", "torch.distributed.run", "--nproc-per-node", str(nproc), "--master-port", str(free_port()),
             "-m", "flowkit", "train", str(DEBUG_GIN), "--out", str(out), "--device", "cpu",
             *binding_args(f"Trainer.steps = {steps}", *extra)]
-    return launch(args, watch=out)
+    return launch(args, watch=out, env_extra=env_extra)
 
 
 def writes_of(out: Path, rank: int) -> list[str]:

@@ -14,9 +14,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from reliability_helpers import DEBUG_GIN, assert_one_clear_line, cli
 
 from flowkit.errors import ConfigError
-from reliability_helpers import DEBUG_GIN, assert_one_clear_line, cli
 
 #: name -> (gin text (None: only bindings), bindings, command, fragments of the one line)
 CASES: dict[str, tuple[str | None, tuple[str, ...], str, tuple[str, ...]]] = {

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
 from reliability_helpers import assert_one_clear_line, cli, segment, train_argv, write_store
+
 from flowkit.data.dataset import LatentDataset
 from flowkit.errors import DataError
 

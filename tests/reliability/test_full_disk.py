@@ -8,10 +8,10 @@ import errno
 from pathlib import Path
 
 import pytest
+from reliability_helpers import DEBUG_GIN, TINY, assert_same, final_state, records
 
 from flowkit.errors import TrainingError
 from flowkit.train import checkpoint, run
-from reliability_helpers import DEBUG_GIN, TINY, assert_same, final_state, records
 
 STEPS = 4
 

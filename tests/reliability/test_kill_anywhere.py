@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from reliability_helpers import assert_same, env, final_state, flowkit_argv, records, train_argv
 
 MODES = ("early", "in_save", "after_commit", "random")

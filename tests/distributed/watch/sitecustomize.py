@@ -54,7 +54,8 @@ if _WATCH and _LOG and _RANK is not None:
     atexit.register(_dump)
 
 # ``FLOWKIT_TEST_FAIL_RANK=R``: rank R raises RuntimeError("injected failure") in its second
-# training step (Trainer.train_step is wrapped when flowkit.train.trainer is imported).
+# training step, or with ``FLOWKIT_TEST_FAIL_MODE=hang`` sleeps there for 10 minutes
+# (Trainer.train_step is wrapped when flowkit.train.trainer is imported).
 if os.environ.get("FLOWKIT_TEST_FAIL_RANK") is not None and os.environ.get("FLOWKIT_TEST_FAIL_RANK") == _RANK:
     import importlib.abc
     import importlib.machinery
@@ -74,6 +75,10 @@ if os.environ.get("FLOWKIT_TEST_FAIL_RANK") is not None and os.environ.get("FLOW
 
                 def failing(self, lr):  # noqa: ANN001, ANN202
                     if self.counters.step == 1:
+                        if os.environ.get("FLOWKIT_TEST_FAIL_MODE") == "hang":
+                            import time
+
+                            time.sleep(600)
                         raise RuntimeError("injected failure")
                     return step(self, lr)
 

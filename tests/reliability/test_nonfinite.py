@@ -1,0 +1,85 @@
+"""Non-finite values: NaN injected into the latents of chosen training batches (through the
+batch builder, where a damaged segment would enter). Policy "stop" ends the run with the
+step number and applies nothing; policy "skip" skips that update, counts it, and stops
+after ``max_consecutive_skips`` in a row. A NaN never reaches the saved weights, EMA or
+optimizer state."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from reliability_helpers import DEBUG_GIN, TINY
+
+from flowkit.errors import TrainingError
+from flowkit.train import batches, checkpoint, run
+
+
+def _poison(monkeypatch: pytest.MonkeyPatch, steps: set[int]) -> None:
+    """Fill the latents of the training batches of ``steps`` (1-based) with NaN."""
+    original = batches.BatchBuilder.build
+    calls = [0]
+
+    def build(self, indices, rng, *, train):
+        batch, counts = original(self, indices, rng, train=train)
+        if train:
+            calls[0] += 1
+            if calls[0] in steps:
+                batch.x1.fill_(math.nan)
+        return batch, counts
+
+    monkeypatch.setattr(batches.BatchBuilder, "build", build)
+
+
+def _train(store: Path, out: Path, *extra: str, steps: int = 5):
+    return run.train([DEBUG_GIN], [*TINY, *extra], data=[store], out=out, steps=steps, device="cpu")
+
+
+def _all_finite(state) -> bool:
+    if isinstance(state, torch.Tensor):
+        return not state.is_floating_point() or bool(torch.isfinite(state).all())
+    if isinstance(state, dict):
+        return all(_all_finite(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return all(_all_finite(v) for v in state)
+    return True
+
+
+def _events(out: Path) -> list[dict]:
+    lines = (out / "metrics.jsonl").read_text().splitlines()
+    return [r for r in map(json.loads, lines) if r["kind"] == "event"]
+
+
+def test_stop_policy_names_the_step(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _poison(monkeypatch, {3})
+    out = tmp_path / "run"
+    with pytest.raises(TrainingError, match=r"non-finite loss at step 3 ") as info:
+        _train(store, out)
+    assert "\n" not in str(info.value)
+    path, _ = checkpoint.find_latest(out / "checkpoints")
+    assert path is not None and path.name == "step-00000002"  # nothing of step 3 was saved
+    assert _all_finite(checkpoint.load_checkpoint(path).state)
+
+
+def test_skip_policy_skips_and_counts(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _poison(monkeypatch, {2, 4})
+    out = tmp_path / "run"
+    outcome = _train(store, out, "Trainer.nonfinite = 'skip'", "Trainer.max_consecutive_skips = 2")
+    assert outcome.status == "completed" and outcome.step == 5
+    state = checkpoint.load_checkpoint(checkpoint.find_latest(out / "checkpoints")[0]).state
+    assert state["counters"]["skipped"] == 2 and state["counters"]["updates"] == 3
+    assert _all_finite(state)
+    assert [e["step"] for e in _events(out) if e["event"] == "skipped_nonfinite"] == [2, 4]
+
+
+def test_skip_policy_stops_after_k_in_a_row(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _poison(monkeypatch, {2, 3, 4, 5})
+    out = tmp_path / "run"
+    with pytest.raises(TrainingError, match=r"at step 4 .*3 steps in a row skipped") as info:
+        _train(store, out, "Trainer.nonfinite = 'skip'", "Trainer.max_consecutive_skips = 3")
+    assert "\n" not in str(info.value)
+    path, _ = checkpoint.find_latest(out / "checkpoints")
+    assert path is not None and _all_finite(checkpoint.load_checkpoint(path).state)
