@@ -116,8 +116,9 @@ class Component:
 
     @property
     def summary(self) -> str:
-        doc = inspect.getdoc(self.obj) or ""
-        return doc.strip().splitlines()[0] if doc.strip() else ""
+        """The first paragraph of the docstring, on one line."""
+        doc = (inspect.getdoc(self.obj) or "").strip()
+        return " ".join(doc.split("\n\n", 1)[0].split()) if doc else ""
 
     def parameters(self) -> list[tuple[str, str, str]]:
         """``(name, type, default)`` of each configurable parameter, in order.
@@ -172,16 +173,27 @@ def _type_name(t: Any) -> str:
     return getattr(t, "__name__", None) or str(t).replace("typing.", "")
 
 
+def _value_repr(value: Any) -> str:
+    """A default as gin would write it: components as ``@kind.name()`` references."""
+    for comp in _REGISTRY.values():
+        if type(value) is comp.obj:
+            return f"@{comp.gin_name}()"
+    if isinstance(value, (list, tuple)) and any(_value_repr(v).startswith("@") for v in value):
+        inner = ", ".join(_value_repr(v) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return repr(value)
+
+
 def _default_repr(default: Any) -> str:
     if default is attrs.NOTHING:
         return "REQUIRED"
     if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
         factory = default.factory
         try:
-            return repr(factory())
+            return _value_repr(factory())
         except TypeError:
             return f"{getattr(factory, '__name__', factory)}()"
-    return repr(default)
+    return _value_repr(default)
 
 
 @lru_cache(maxsize=1)
