@@ -15,7 +15,7 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
@@ -100,7 +100,7 @@ def _root(
 @app.command("plugins")
 @guarded
 def plugins(
-    kind: Annotated[Optional[str], typer.Argument(help="Only this kind (schedule, loss, ...).")] = None,
+    kind: Annotated[str | None, typer.Argument(help="Only this kind (schedule, loss, ...).")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the gin reference as markdown.")] = False,
 ) -> None:
     """List registered components: kind, name, source distribution, summary, parameters."""
@@ -120,7 +120,7 @@ def plugins(
 def config(
     files: Annotated[list[Path], typer.Argument(help="Gin files, in order (includes resolved).")],
     binding: Annotated[
-        Optional[list[str]], typer.Option("-b", "--binding", help="A gin binding, applied last; repeatable.")
+        list[str] | None, typer.Option("-b", "--binding", help="A gin binding, applied last; repeatable.")
     ] = None,
 ) -> None:
     """Parse a config and print every binding in force, without training."""

@@ -21,6 +21,7 @@ def _parse_bindings(bindings: list[str]) -> None:
         parse(files=[], bindings=bindings)
         return
     import gin
+
     from flowkit.errors import ConfigError
 
     try:

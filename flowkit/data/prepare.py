@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import gin
 import numpy as np
 
-import gin
 from flowkit.data import aligners as _aligners  # noqa: F401  registers aligner.energy
 from flowkit.data import audio as audio_mod
 from flowkit.data import encoders as _encoders  # noqa: F401  registers encoder.log_mel

@@ -106,6 +106,7 @@ def _run_components(config_text: str) -> tuple[Any, Any]:
     Replaces gin's global config: synthesis runs in its own process (CLI or report).
     """
     import gin
+
     from flowkit import config as gin_config
     from flowkit.train.settings import TrainerSettings
 

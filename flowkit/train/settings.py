@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import attrs
-
 import gin
+
 from flowkit import registry
 from flowkit.errors import ConfigError
 

@@ -136,6 +136,7 @@ def test_existing_store_without_append_is_refused(tmp_path, quiet_prepare, small
 
 def test_bindings_reach_prepare_and_encoder(tmp_path, quiet_prepare, small_corpus):
     import gin
+
     from flowkit.data.prepare import PrepareSettings as Settings
     from flowkit.registry import get
 

@@ -254,6 +254,7 @@ def test_spec_rebuilds_the_same_network():
 
 def test_model_is_a_gin_configurable_component():
     import gin
+
     from flowkit import registry
 
     assert registry.get("model", "dit").module == "flowkit.model.dit"

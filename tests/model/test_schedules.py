@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
+import gin
 import pytest
 import torch
 
-import gin
 from flowkit import registry
 from flowkit.errors import ConfigError
 from flowkit.flow import schedules, solvers, t_samplers

@@ -17,6 +17,7 @@ def logmel_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def real_run(tmp_path_factory: pytest.TempPathFactory, logmel_store: Path) -> Path:
     """A real 4-step run of gin/debug.gin on the tone store (evaluates at steps 0 and 4)."""
     import gin
+
     from flowkit.train.run import train
 
     if not DEBUG_GIN.is_file():

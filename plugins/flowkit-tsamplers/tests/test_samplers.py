@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-
 from flowkit_tsamplers.samplers import CosMapSampler, ModeSampler
 
 
