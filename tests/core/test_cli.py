@@ -41,8 +41,8 @@ def test_help_imports_nothing_heavy(argv):
 
 def test_unknown_command_suggests():
     result = run_cli("trian")
-    assert result.exit_code != 0
-    assert "train" in result.output
+    assert result.exit_code == 2
+    assert "Did you mean 'train'?" in result.output
 
 
 def test_plugins_table_lists_builtin_and_third_party():
