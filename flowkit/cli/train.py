@@ -76,8 +76,17 @@ def _finish(outcome: object) -> None:
         raise typer.Exit(130)
 
 
+_Configs = Annotated[
+    list[Path],
+    typer.Argument(
+        help="The experiment's gin file(s), parsed in order so later ones override earlier ones "
+        "(e.g. gin/e12_cross_prompt.gin gin/cpu.gin); includes resolve relative to each file."
+    ),
+]
+
+
 def train(
-    config: Annotated[Path, typer.Argument(help="The experiment's gin file (includes resolve relative to it).")],
+    config: _Configs,
     binding: _Bindings = None,
     data: _Data = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
@@ -97,7 +106,7 @@ def train(
     from flowkit.train.run import train as run_train
 
     outcome = run_train(
-        [config], binding or (), data=data or (), out=out or default_run_dir(config), steps=steps, device=device
+        config, binding or (), data=data or (), out=out or default_run_dir(config[0]), steps=steps, device=device
     )
     _finish(outcome)
 
@@ -129,7 +138,7 @@ resume.__doc__ = f"{resume.__doc__}\n\n    {_EXIT_CODES}"
 
 def init_from(
     parent_checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory (RUN/checkpoints/step-N or RUN/best/step-N) or a run directory.")],
-    config: Annotated[Path, typer.Argument(help="The new run's gin file.")],
+    config: _Configs,
     binding: _Bindings = None,
     data: _Data = None,
     out: Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
@@ -145,7 +154,7 @@ def init_from(
     from flowkit.train.run import init_from as run_init_from
 
     outcome = run_init_from(
-        parent_checkpoint, [config], binding or (), data=data or (), out=out or default_run_dir(config),
+        parent_checkpoint, config, binding or (), data=data or (), out=out or default_run_dir(config[0]),
         steps=steps, device=device,
     )
     _finish(outcome)

@@ -108,7 +108,7 @@ def test_page_commands_run(page, tmp_path):
         reason = next((r for prefix, r in NOT_RUN.items() if bare.startswith(prefix)), None)
         if reason or any(m in cmd for m in MULTI_PROCESS):
             continue
-        argv = shorten(shlex.split(cmd))
+        argv = shorten(shlex.split(cmd, comments=True))
         out = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, f"{page_id(page)}: `{cmd}` exited {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
         ran += 1
