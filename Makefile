@@ -7,7 +7,7 @@ setup:
 # Train gin/quickstart.gin on the bundled real speech, then write its report.
 demo: setup
 	.venv/bin/flowkit train gin/quickstart.gin --out runs/quickstart
-	.venv/bin/flowkit report runs/quickstart
+	.venv/bin/flowkit report runs/quickstart --samples 2
 
 # The test suite (what CI runs).
 test: setup

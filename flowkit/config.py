@@ -19,6 +19,7 @@ worker processes the bindings explicitly (`ParsedConfig.sources` carries the exa
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import inspect
 import io
@@ -69,34 +70,36 @@ def search_path(cwd: Path | None = None) -> list[Path]:
     """Directories searched for a config file or include not found relative to its includer."""
     cwd = Path.cwd() if cwd is None else cwd
     out = [cwd, cwd / "gin"]
-    if REPO_GIN.is_dir():
-        out.append(REPO_GIN)
-    return out
+    if REPO_GIN.is_dir():  # a clone: `gin/x.gin` and `x.gin` work from any directory
+        out += [REPO_GIN.parent, REPO_GIN]
+    return list(dict.fromkeys(out))
 
 
 def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Path:
     """The config file ``name`` refers to.
 
     Raises:
-        ConfigError: not found; the message lists where it was looked for.
+        ConfigError: not found; the message lists where it was looked for and the closest
+            existing file, written the way ``name`` was.
     """
     path = Path(name)
-    candidates: list[Path] = []
     if path.is_absolute():
-        candidates.append(path)
+        candidates = [path]
     else:
-        if relative_to is not None:
-            candidates.append(relative_to / path)
-        candidates += [d / path for d in search_path()]
+        roots = ([relative_to] if relative_to is not None else []) + search_path()
+        candidates = list(dict.fromkeys(root / path for root in roots))  # ordered, unique
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
-    where = ", ".join(str(c.parent) for c in candidates)
-    hint = ""
-    pool = {p.name for d in search_path() if d.is_dir() for p in d.glob("*.gin")}
-    near = registry.closest(path.name, sorted(pool))
-    if near:
-        hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)"
+    near: list[str] = []
+    for candidate in candidates:
+        if candidate.parent.is_dir():
+            names = sorted(p.name for p in candidate.parent.glob("*.gin"))
+            close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.7)
+            near += [str(path.parent / n) if path.parent != Path(".") else n for n in close]
+    near = list(dict.fromkeys(near))[:3]
+    hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
+    where = ", ".join(dict.fromkeys(str(c.parent) for c in candidates if c.parent.is_dir())) or "nowhere that exists"
     raise ConfigError(f"config file {str(name)!r} not found{hint}; looked in: {where}")
 
 
@@ -282,7 +285,11 @@ def _explain(exc: BaseException, source: str = "", source_text: str = "") -> str
     m = re.search(r"No configurable matching (?:reference )?'@?([\w.]+)(?:\(\))?'", head)
     if m:
         name = m.group(1)
-        fix = _suggest(name, _known_configurables()) or "see `flowkit plugins` for the registered names"
+        pool = _known_configurables()
+        kind = name.split(".")[0]
+        if "." in name and kind in registry.KINDS:
+            pool = [p for p in pool if p.startswith(kind + ".")]  # a misspelled name, not kind
+        fix = _suggest(name, pool) or f"see `flowkit plugins{' ' + kind if kind in registry.KINDS else ''}` for the registered names"
         head = f"unknown component or configurable {name!r}"
     m = re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", head)
     if m:

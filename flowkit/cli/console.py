@@ -51,6 +51,7 @@ class Progress:
         self._task = None
         self._started = time.perf_counter()
         self._start_completed = completed
+        self._updates = 0
 
     def __enter__(self) -> Progress:
         if self.enabled and console.is_terminal:
@@ -58,19 +59,18 @@ class Progress:
                 BarColumn,
                 MofNCompleteColumn,
                 TextColumn,
-                TimeElapsedColumn,
                 TimeRemainingColumn,
             )
             from rich.progress import Progress as RichProgress
 
             self._rich = RichProgress(
                 TextColumn("[bold]{task.description}"),
-                BarColumn(),
+                BarColumn(bar_width=16),
                 MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeElapsedColumn(),
                 TextColumn("eta"),
-                TimeRemainingColumn(),
+                TimeRemainingColumn(compact=True, elapsed_when_finished=True),
+                # last: on a narrow terminal the metrics fold, the bar and ETA stay whole
+                TextColumn("{task.fields[info]}"),
                 console=console,
                 transient=False,
             )
@@ -114,7 +114,8 @@ class Progress:
         if self._rich is not None:
             self._rich.update(self._task, advance=advance, info=info)
             return
-        if self.completed % self.plain_every == 0 or self.completed == self.total:
+        self._updates += 1
+        if self._updates % self.plain_every == 0 or self.completed == self.total:
             total = "?" if self.total is None else str(self.total)
             eta = self.eta_seconds()
             eta_text = f"  eta {eta:.0f}s" if eta is not None else ""

@@ -73,6 +73,12 @@ def _finish(outcome: object) -> None:
 
     assert isinstance(outcome, RunOutcome)
     if outcome.interrupted:
+        from flowkit.cli.console import err_console
+
+        err_console.print(
+            f"stopped at step {outcome.step}; the checkpoint is saved. Continue with: "
+            f"flowkit resume {outcome.run_dir}", markup=False, highlight=False, soft_wrap=True,
+        )
         raise typer.Exit(130)
 
 

@@ -29,7 +29,9 @@ class ConsoleLogger:
     print one line: their ``event``, ``message`` and other fields.
     """
 
-    every: int = 100  # steps between plain lines when not a terminal (the bar redraws anyway)
+    # plain lines (not a terminal): one per N train records; the trainer already sends
+    # them only every Trainer.log_every steps, so 1 prints each of those
+    every: int = 1
     fields: Sequence[str] = ("loss", "lr", "frames_per_s")
     best_field: str = "val_loss_ema"  # the evaluation value whose minimum keeps best/
     _progress: Progress | None = attrs.field(init=False, default=None, repr=False)

@@ -92,7 +92,12 @@ def sample_blocks(
                 language=im.language_id(seg.language),
             )
         )
-    generated = generate(im, utterances, steps=steps, cfg_strength=cfg_strength, seed=seed)
+    from flowkit.cli.console import console
+
+    what = f"synthesising {len(utterances)} sample(s) from {run_dir} ({im.label}, {steps} solver steps)"
+    console.print(what + " ...", markup=False, highlight=False, soft_wrap=True)
+    with console.status(what):  # a spinner on a terminal; nothing extra in a log file
+        generated = generate(im, utterances, steps=steps, cfg_strength=cfg_strength, seed=seed)
     blocks: list[Any] = []
     for k, (i, gen) in enumerate(zip(chosen, generated, strict=True)):
         seg, truth = segments[i], latents[i].astype(np.float32)

@@ -225,13 +225,20 @@ def comparison_sections(runs: Sequence[RunDir]) -> list[Section]:
         ])
     header = ["run", "state", "steps", "last loss", "best EMA val loss", "frames/s", "device"]
     diff = config_differences([r.config_text for r in runs])
+    incomparable = sorted(k for k, _ in diff if k.split(".")[0] in ("schedule", "t_sampler", "loss")
+                          or k in ("Trainer.schedule", "Trainer.t_sampler", "Trainer.losses"))
+    caution = [Note(
+        "Caution: the runs differ in " + ", ".join(incomparable) + ". Their losses measure different "
+        "targets (or average over different flow times), so compare them by listening "
+        "(--samples), not by the loss values."
+    )] if incomparable else []
     diff_block: Any
     if diff:
         diff_block = Table(["binding", *(r.label for r in runs)], [[k, *v] for k, v in diff])
     else:
         diff_block = Note("The runs' config.gin bindings are identical.")
     return [
-        Section("Runs", [Table(header, rows), Facts([(r.label, str(r.path)) for r in runs])]),
+        Section("Runs", [Table(header, rows), *caution, Facts([(r.label, str(r.path)) for r in runs])]),
         Section("Config differences", [diff_block]),
         Section("Curves (overlaid)", _run_plots(runs, "compare-") or [Note("No metrics recorded yet.")]),
     ]

@@ -134,6 +134,8 @@ def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] =
             data, or a checkpoint past the configured steps.
     """
     workspace = Workspace(Path(run_dir))
+    if not Path(run_dir).exists():
+        raise ResumeError(f"{run_dir} does not exist; give a run directory written by flowkit train")
     if not workspace.config.is_file():
         raise ResumeError(f"{run_dir} is not a flowkit run directory (no config.gin); start one with flowkit train")
     path, skipped = checkpoint.find_latest(workspace.checkpoints)
@@ -149,6 +151,15 @@ def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] =
     loaded = checkpoint.load_checkpoint(path)
     parsed = gin_config.parse([workspace.config], [*bindings, *_extra_bindings((), steps)])
     allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(run_dir))
+    total = TrainerSettings().steps
+    if loaded.step == total:
+        # nothing to train: touch nothing (no resume record, no rewritten report), so a
+        # restart loop can call resume until the run is done
+        from flowkit.cli.console import console
+
+        console.print(f"{run_dir} is already complete ({loaded.step}/{total} steps); train longer with "
+                      f"`flowkit resume {run_dir} --steps N`", markup=False, highlight=False, soft_wrap=True)
+        return RunOutcome(Path(run_dir), "completed", loaded.step, loaded.meta.get("counters", {}).get("best_val_loss"))
     origin = _Origin("resume", loaded, tuple((str(p), r) for p, r in skipped), allowed)
     return _launch(workspace, parsed, _device(device), origin)
 

@@ -6,8 +6,18 @@ from flowkit.loggers.console import ConsoleLogger
 from flowkit.registry import get
 
 
-def test_plain_lines_every_n_steps(tmp_path, capsys):
-    logger = ConsoleLogger(every=20)
+def test_plain_lines_by_default_for_every_record(tmp_path, capsys):
+    logger = ConsoleLogger()
+    logger.open(tmp_path, resumed=False, total_steps=30, start_step=0)
+    for step in (10, 20, 30):
+        logger.log({"kind": "train", "step": step, "loss": 0.5})
+    logger.close()
+    train = [line for line in capsys.readouterr().out.splitlines() if line.startswith("train ")]
+    assert [line.split()[1] for line in train] == ["10/30", "20/30", "30/30"]
+
+
+def test_plain_lines_every_n_records(tmp_path, capsys):
+    logger = ConsoleLogger(every=2)  # records come every 10 steps here: a line per 20
     logger.open(tmp_path, resumed=False, total_steps=100, start_step=0)
     for step in range(10, 101, 10):
         logger.log({"kind": "train", "step": step, "loss": 0.5, "lr": 1e-4, "frames_per_s": 1234.0})

@@ -62,6 +62,14 @@ def test_comparison_of_two_runs(tmp_path: Path) -> None:
     assert (out / "report_files" / "compare-loss.png").is_file()
     assert "## a: Summary" in md and "## b: Summary" in md
     assert len(PNG_URI.findall(files.html.read_text())) >= 10
+    assert "Caution" not in md  # same schedule and t-sampler: the losses compare
+
+
+def test_comparison_warns_when_losses_measure_different_things(tmp_path: Path) -> None:
+    a = write_synthetic_run(tmp_path / "a", "completed")
+    b = write_synthetic_run(tmp_path / "b", "completed", config_extra="Trainer.schedule = @schedule.cosine_vpred()\n")
+    md = write_report([a, b], out=tmp_path / "cmp").markdown.read_text()
+    assert "Caution: the runs differ in Trainer.schedule" in md
 
 
 def test_cli_report_and_refusal(tmp_path: Path) -> None:
