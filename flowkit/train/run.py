@@ -420,10 +420,28 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSetting
             "metrics_lines_removed": removed,
             "num_parameters": sum(p.numel() for p in model.parameters()),
             "world_size": meta["world_size"],  # processes training together (torchrun); rank 0 writes
+            "plugins": _plugin_versions(),
         },
         resumed_at=step if resumed else None,
     )
     return removed
+
+
+def _plugin_versions() -> dict[str, str]:
+    """``{distribution: version}`` of flowkit and every installed plugin distribution, so a
+    run records which code its components came from."""
+    from importlib import metadata
+
+    from flowkit import registry
+
+    dists = {"flowkit"} | {c.distribution for c in registry.components() if c.distribution}
+    out = {}
+    for dist in sorted(dists):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "unknown"
+    return out
 
 
 def _report(workspace: Workspace, settings: TrainerSettings, trainer: Trainer) -> str:
