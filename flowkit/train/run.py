@@ -85,6 +85,15 @@ def _device(name: str) -> torch.device:
 
 
 def _extra_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
+    """``--data`` and ``--steps`` as gin bindings (they apply after the files and ``-b``).
+
+    Raises:
+        DataError: a ``--data`` path that does not exist (checked before the run directory
+            is made, so a typo leaves nothing behind).
+    """
+    missing = [str(p) for p in data if not Path(p).exists()]
+    if missing:
+        raise DataError(f"--data {missing[0]} does not exist; give a store made by flowkit prepare (NAME.zarr)")
     out = []
     if data:
         paths = ", ".join(repr(str(Path(p).resolve())) for p in data)
