@@ -59,15 +59,9 @@ def curves_png(title: str, ylabel: str, curves: Sequence[Curve], *, log_y: bool 
             label=curve.label,
         )
     values = [v for c in curves for v in c.values if np.isfinite(v)]
-    if log_y and values and min(values) > 0:
+    # a log axis only pays off over a decade or more; below that plain ticks read better
+    if log_y and values and min(values) > 0 and max(values) / min(values) >= 10:
         ax.set_yscale("log")
-        # a loss spans less than a decade here: plain numbers, not 2x10^0 tick labels
-        from matplotlib.ticker import LogFormatter, ScalarFormatter
-
-        plain = ScalarFormatter()
-        plain.set_scientific(False)
-        ax.yaxis.set_major_formatter(plain)
-        ax.yaxis.set_minor_formatter(LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.4)))
     ax.set_title(title)
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)

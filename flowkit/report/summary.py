@@ -132,9 +132,14 @@ def _data_blocks(run: RunDir) -> list[Any]:
         blocks.append(Note("No validation data: no evaluation passes, no best checkpoint; samples come from the newest checkpoint."))
     pairing = run.newest_meta().get("pairing_totals")
     if isinstance(pairing, Mapping) and pairing:
-        flat = [(k, _show(v) if not isinstance(v, Mapping) else ", ".join(f"{a}: {b}" for a, b in v.items()) or "-")
-                for k, v in pairing.items()]
-        blocks.append(Facts([("pairing " + k, v) for k, v in flat]))
+        items, given = pairing.get("items", 0), pairing.get("given", 0)
+        fallbacks = pairing.get("fallbacks") or {}
+        why = ", ".join(f"{reason}: {count}" for reason, count in fallbacks.items()) or "none"
+        blocks.append(Facts([
+            ("training items drawn", _show(items)),
+            ("prompts from another segment of the speaker (cross-segment)", _show(given)),
+            ("cross-segment fallbacks to the in-clip prompt, by reason", why),
+        ]))
     return blocks
 
 
