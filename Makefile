@@ -5,8 +5,10 @@ setup:
 	bash tools/setup.sh
 
 # Train gin/quickstart.gin on the bundled real speech, then write its report.
+# Run again, it continues the same run (after Ctrl-C) or finds it complete.
 demo: setup
-	.venv/bin/flowkit train gin/quickstart.gin --out runs/quickstart
+	if [ -f runs/quickstart/config.gin ]; then .venv/bin/flowkit resume runs/quickstart; \
+	else .venv/bin/flowkit train gin/quickstart.gin --out runs/quickstart; fi
 	.venv/bin/flowkit report runs/quickstart --samples 2
 
 # The test suite (what CI runs).
