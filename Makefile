@@ -7,7 +7,7 @@ setup:
 # Train gin/quickstart.gin on the bundled real speech, then write its report.
 # Run again, it continues the same run (after Ctrl-C) or finds it complete.
 demo: setup
-	if [ -f runs/quickstart/config.gin ]; then .venv/bin/flowkit resume runs/quickstart; \
+	if ls runs/quickstart/checkpoints/step-* >/dev/null 2>&1; then .venv/bin/flowkit resume runs/quickstart; \
 	else .venv/bin/flowkit train gin/quickstart.gin --out runs/quickstart; fi
 	.venv/bin/flowkit report runs/quickstart --samples 2
 
