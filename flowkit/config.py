@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-import inspect
 import io
 import re
 import tokenize
@@ -97,14 +96,16 @@ def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Pa
             names = sorted(p.name for p in candidate.parent.glob("*.gin"))
             close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.7)
             near += [str(path.parent / n) if path.parent != Path(".") else n for n in close]
-    near = list(dict.fromkeys(near))[:3]
-    hint = f" (did you mean {' or '.join(repr(n) for n in near)}?)" if near else ""
+    hint = registry._did_you_mean(list(dict.fromkeys(near))[:3])
     where = ", ".join(dict.fromkeys(str(c.parent) for c in candidates if c.parent.is_dir())) or "nowhere that exists"
     raise ConfigError(f"config file {str(name)!r} not found{hint}; looked in: {where}")
 
 
-def _expand(path: Path, order: list[tuple[Path, str]], stack: tuple[Path, ...]) -> None:
-    """Depth-first include expansion: includes before the file that includes them."""
+def _expand(path: Path, order: list[tuple[Path, str, str]], stack: tuple[Path, ...]) -> None:
+    """Depth-first include expansion: includes before the file that includes them.
+
+    Appends ``(path, text as read, text with its include lines blanked)`` to ``order``.
+    """
     if path in stack:
         chain = " -> ".join(str(p) for p in (*stack, path))
         raise ConfigError(f"include cycle: {chain}; remove one of the includes")
@@ -121,7 +122,7 @@ def _expand(path: Path, order: list[tuple[Path, str]], stack: tuple[Path, ...]) 
             raise ConfigError(f"{path}:{lineno}: {exc}") from None
         _expand(included, order, (*stack, path))
         kept.append("")  # keep line numbers of the rest of the file
-    order.append((path, "\n".join(kept) + "\n"))
+    order.append((path, text, "\n".join(kept) + "\n"))
 
 
 def _parse_text(text: str, name: str) -> None:
@@ -156,11 +157,11 @@ def parse(
     registry.load_plugins()
     if clear:
         gin.clear_config()
-    order: list[tuple[Path, str]] = []
+    order: list[tuple[Path, str, str]] = []
     resolved = [resolve_config_file(f) for f in files]
     for path in resolved:
         _expand(path, order, ())
-    sources = [(text, str(path)) for path, text in order]
+    sources = [(expanded, str(path)) for path, _, expanded in order]
     sources += [(b + "\n", f"-b/--binding #{i}") for i, b in enumerate(bindings, start=1)]
     for text, name in sources:
         try:
@@ -174,7 +175,7 @@ def parse(
         gin.finalize()
     return ParsedConfig(
         files=tuple(resolved),
-        sources=tuple((str(p), p.read_text(encoding="utf-8")) for p, _ in order),
+        sources=tuple((str(path), text) for path, text, _ in order),
         bindings=tuple(bindings),
     )
 
@@ -203,9 +204,7 @@ def config_text() -> str:
                 configurable = None
             if configurable is not None:
                 line = f"{m.group('scope')}{_display_name(configurable)}.{m.group('param')}{m.group('rest')}"
-        elif line.startswith("# Parameters for "):
-            continue
-        elif line.startswith("# ====="):
+        elif line.startswith(("# Parameters for ", "# =====")):
             continue
         lines.append(line)
     return "\n".join(lines).strip() + "\n"
@@ -229,20 +228,14 @@ def _known_configurables() -> list[str]:
 
 
 def _parameters_of(selector: str) -> list[str]:
-    comp = next((c for c in registry.components() if c.gin_name == selector), None)
-    if comp is not None:
-        return comp.parameter_names()
+    """Parameter names of the configurable ``selector`` (component or entry point); [] if unknown."""
     try:
         configurable = gin.config._REGISTRY.get_match(selector)
     except (KeyError, ValueError):
         return []
     if configurable is None:
         return []
-    target = configurable.wrapped
-    if attrs.has(target):
-        return [f.alias or f.name for f in attrs.fields(target) if f.init]
-    fn = target.__init__ if inspect.isclass(target) else target
-    return [p for p in inspect.signature(fn).parameters if p != "self"]
+    return [name for name, _, _ in registry.parameters_of(configurable.wrapped)]
 
 
 def _suggest(word: str, pool: Iterable[str]) -> str:

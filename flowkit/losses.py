@@ -11,6 +11,7 @@ units) contribute exactly zero to the value and to the gradient.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import attrs
@@ -57,10 +58,21 @@ class LossInputs:
     schedule: Schedule
     log_duration: torch.Tensor | None = None
 
-    @property
+    @functools.cached_property
     def loss_mask(self) -> torch.Tensor:
         """bool ``[b n]``: target frames (never padding)."""
         return self.cond.target_mask & self.cond.frame_mask
+
+    @functools.cached_property
+    def x1_estimate(self) -> torch.Tensor:
+        """float32 ``[b n d]``: the data the output implies (``schedule.x1_estimate``).
+
+        Cached: ``loss.mel_l1`` and ``loss.f0_consistency`` both read it. Computed with
+        grad enabled so a term that first reads it under ``no_grad`` cannot cache a detached
+        tensor for the others (without a graph upstream, as in evaluation, none is built).
+        """
+        with torch.enable_grad():
+            return self.schedule.x1_estimate(self.x_t.float(), self.t.float(), self.output.float())
 
 
 @attrs.frozen
@@ -79,25 +91,32 @@ class LossTerm:
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """``(mean of values [b L c] over positions where mask [b L] and all channels, positions)``.
+    """``(mean, count)``: the float32 mean of ``values`` (``[b L]`` or ``[b L c]``) over the
+    positions where ``mask [b L]`` holds (and all channels), and the number of such positions.
 
     Masked entries are replaced by zero before the sum, so they add nothing to the value
     or the gradient even when they hold inf or NaN. With no unmasked position the mean is 0
     (still attached to the graph).
     """
-    values = values.float()
-    if values.dim() == mask.dim():
-        values = values[..., None]
-    kept = torch.where(
-        mask[..., None], values, torch.zeros((), dtype=values.dtype, device=values.device)
-    )
+    channels = values.shape[-1] if values.dim() == mask.dim() + 1 else 1
+    # float() waits for the device once per term; LossTerm.count is a float because the
+    # evaluation pass (flowkit/train/evaluation.py) does float arithmetic on it.
     count = float(mask.sum())
-    return kept.sum() / max(count * values.shape[-1], 1.0), count
+    return _where_mask(values, mask).sum() / max(count * channels, 1.0), count
 
 
 def _where_mask(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """float32 ``x`` (``[b L]`` or ``[b L c]``) with exact zeros where ``mask [b L]`` is False."""
     zero = torch.zeros((), dtype=torch.float32, device=x.device)
     return torch.where(mask[..., None] if x.dim() == mask.dim() + 1 else mask, x.float(), zero)
+
+
+def _mean_error(
+    diff: torch.Tensor, mask: torch.Tensor, norm: Callable[[torch.Tensor], torch.Tensor]
+) -> tuple[torch.Tensor, float]:
+    """`masked_mean` of ``norm(diff)`` (square, abs), with ``diff`` masked before the norm:
+    a NaN or inf outside the mask would otherwise reach the gradient (d|x|/dx * 0 = NaN)."""
+    return masked_mean(norm(_where_mask(diff, mask)), mask)
 
 
 @register("loss", "masked_mse")
@@ -110,11 +129,8 @@ class MaskedMSE:
 
     def __call__(self, inputs: LossInputs) -> LossTerm:
         """The mean over target frames and channels; ``count`` = target frames."""
-        mask = inputs.loss_mask
-        # Mask the difference before squaring: a NaN or inf outside the mask stays out of
-        # both the value and the gradient.
-        diff = _where_mask(inputs.output.float() - inputs.target.float(), mask)
-        value, count = masked_mean(diff.square(), mask)
+        diff = inputs.output.float() - inputs.target.float()
+        value, count = _mean_error(diff, inputs.loss_mask, torch.square)
         return LossTerm(value, count, "frames")
 
 
@@ -129,12 +145,8 @@ class MelL1:
 
     def __call__(self, inputs: LossInputs) -> LossTerm:
         """The mean absolute error over target frames and channels; ``count`` = target frames."""
-        mask = inputs.loss_mask
-        x1_hat = inputs.schedule.x1_estimate(
-            inputs.x_t.float(), inputs.t.float(), inputs.output.float()
-        )
-        diff = _where_mask(x1_hat - inputs.x1.float(), mask)
-        value, count = masked_mean(diff.abs(), mask)
+        diff = inputs.x1_estimate - inputs.x1.float()
+        value, count = _mean_error(diff, inputs.loss_mask, torch.abs)
         return LossTerm(value, count, "frames")
 
 
@@ -158,8 +170,7 @@ class DurationL1:
                 "@loss.duration_l1() from the losses"
             )
         target, mask = char_duration_targets(inputs.cond)
-        diff = _where_mask(inputs.log_duration.float() - target, mask)
-        value, count = masked_mean(diff.abs(), mask)
+        value, count = _mean_error(inputs.log_duration.float() - target, mask, torch.abs)
         return LossTerm(value, count, "chars")
 
 
@@ -177,12 +188,8 @@ class F0Consistency:
         """The mean absolute F0 difference over target frames, or None without an extractor."""
         if self.f0_extractor is None:
             return None
-        mask = inputs.loss_mask
-        x1_hat = inputs.schedule.x1_estimate(
-            inputs.x_t.float(), inputs.t.float(), inputs.output.float()
-        )
         with torch.no_grad():
             f0_true = self.f0_extractor(inputs.x1.float()).float()
-        diff = _where_mask(self.f0_extractor(x1_hat).float() - f0_true, mask)
-        value, count = masked_mean(diff.abs(), mask)
+        diff = self.f0_extractor(inputs.x1_estimate).float() - f0_true
+        value, count = _mean_error(diff, inputs.loss_mask, torch.abs)
         return LossTerm(value, count, "frames")

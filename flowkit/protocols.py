@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     import torch
 
 
-
 @runtime_checkable
 class Schedule(Protocol):
     """A probability path between noise x0 (t=0) and data x1 (t=1)."""
@@ -37,20 +36,25 @@ class Schedule(Protocol):
 
 @runtime_checkable
 class TSampler(Protocol):
+    """Draws the flow time t of each training item."""
+
     def __call__(self, n: int, generator: torch.Generator) -> torch.Tensor:
-        """``n`` flow times in [0, 1], float32 on the CPU."""
+        """``t [n]`` flow times in [0, 1], float32 on the CPU, drawn from ``generator``."""
         ...
 
 
 @runtime_checkable
 class Solver(Protocol):
+    """An ODE solver that carries noise to data along the model's velocity field."""
+
     def __call__(
         self,
         field: Callable[[torch.Tensor, torch.Tensor], torch.Tensor],
         x0: torch.Tensor,
         steps: int,
     ) -> torch.Tensor:
-        """Integrate dx/dt = ``field(x, t)`` from t=0 (``x0 [b n d]``) to t=1 in ``steps``."""
+        """Integrate dx/dt = ``field(x [b n d], t [b])`` from t=0 (``x0 [b n d]``) to t=1 in
+        ``steps`` steps; returns ``x1 [b n d]``."""
         ...
 
 
@@ -67,7 +71,11 @@ class BatchSampler(Protocol):
 
 @runtime_checkable
 class Logger(Protocol):
-    def open(self, run_dir: Any, *, resumed: bool, total_steps: int, start_step: int) -> None: ...
+    """Receives a run's metrics records; only rank 0 logs."""
+
+    def open(self, run_dir: Any, *, resumed: bool, total_steps: int, start_step: int) -> None:
+        """Start logging into ``run_dir`` (a `pathlib.Path`); ``resumed`` runs continue at ``start_step``."""
+        ...
 
     def log(self, record: Mapping[str, Any]) -> None:
         """One record: ``{"kind": "train" | "eval" | "event", "step": int, ...}``."""
@@ -97,6 +105,8 @@ class Encoder(Protocol):
 
 @runtime_checkable
 class Vocoder(Protocol):
+    """Turns latents back into audio."""
+
     def __call__(self, latents: np.ndarray, encoder: Mapping[str, Any]) -> tuple[np.ndarray, int]:
         """Latents ``[n d]`` (de-normalised) -> ``(audio [samples], Hz)``; ``encoder`` is the
         store's encoder record ``{"name": ..., "params": {...}}``."""
@@ -105,20 +115,32 @@ class Vocoder(Protocol):
 
 @runtime_checkable
 class TextFrontEnd(Protocol):
-    def encode(self, text: str) -> list[int]: ...
+    """Text -> token ids; its state travels with the checkpoint."""
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids ``[nt]`` of ``text`` (0 is padding)."""
+        ...
 
     def state_dict(self) -> dict[str, Any]: ...
 
 
 @runtime_checkable
 class Aligner(Protocol):
-    def align(self, text: str, audio: np.ndarray, sample_rate: int, frame_rate: float) -> Sequence[tuple[int, int, int, int]]:
-        """Unit timings ``(char_start, char_end, frame_start, frame_end)`` for one clip."""
+    """Estimates unit (word) timings where no forced alignment exists."""
+
+    def align(
+        self, text: str, audio: np.ndarray, sample_rate: int, frame_rate: float, n_frames: int | None = None
+    ) -> Sequence[tuple[int, int, int, int]]:
+        """Unit timings ``[u]`` of ``(char_start, char_end, frame_start, frame_end)`` (ends exclusive)
+        for one clip: ``audio [samples]`` at ``sample_rate`` Hz, frames at ``frame_rate`` Hz,
+        ``n_frames`` the encoder's frame count. Empty when no honest timing exists."""
         ...
 
 
 @runtime_checkable
 class LRSchedule(Protocol):
+    """Learning-rate multiplier per optimizer update."""
+
     def __call__(self, update: int, total_updates: int) -> float:
         """Learning-rate multiplier at optimizer update ``update`` (0-based)."""
         ...

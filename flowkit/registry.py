@@ -52,6 +52,7 @@ __all__ = [
     "discover",
     "get",
     "load_plugins",
+    "parameters_of",
     "register",
 ]
 
@@ -112,6 +113,7 @@ class Component:
 
     @property
     def gin_name(self) -> str:
+        """``<kind>.<name>``, as gin files write it (``@loss.masked_mse()``)."""
         return f"{self.kind}.{self.name}"
 
     @property
@@ -121,29 +123,11 @@ class Component:
         return " ".join(doc.split("\n\n", 1)[0].split()) if doc else ""
 
     def parameters(self) -> list[tuple[str, str, str]]:
-        """``(name, type, default)`` of each configurable parameter, in order.
-
-        attrs fields give their declared type; plain functions their signature.
-        A parameter without a default shows ``REQUIRED``.
-        """
-        if attrs.has(self.obj):
-            out = []
-            for f in attrs.fields(self.obj):
-                if not f.init:
-                    continue
-                out.append((f.alias or f.name, _type_name(f.type), _default_repr(f.default)))
-            return out
-        target = self.obj.__init__ if inspect.isclass(self.obj) else self.obj
-        out = []
-        for p in inspect.signature(target).parameters.values():
-            if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-                continue
-            default = "REQUIRED" if p.default is p.empty else repr(p.default)
-            ann = "" if p.annotation is p.empty else _type_name(p.annotation)
-            out.append((p.name, ann, default))
-        return out
+        """``(name, type, default)`` of each configurable parameter, in order (see `parameters_of`)."""
+        return parameters_of(self.obj)
 
     def parameter_names(self) -> list[str]:
+        """The names of `parameters`, in order."""
         return [p[0] for p in self.parameters()]
 
 
@@ -178,9 +162,11 @@ def _value_repr(value: Any) -> str:
     for comp in _REGISTRY.values():
         if type(value) is comp.obj:
             return f"@{comp.gin_name}()"
-    if isinstance(value, (list, tuple)) and any(_value_repr(v).startswith("@") for v in value):
-        inner = ", ".join(_value_repr(v) for v in value)
-        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    if isinstance(value, (list, tuple)):
+        items = [_value_repr(v) for v in value]
+        if any(item.startswith("@") for item in items):
+            inner = ", ".join(items)
+            return f"[{inner}]" if isinstance(value, list) else f"({inner})"
     return repr(value)
 
 
@@ -194,6 +180,30 @@ def _default_repr(default: Any) -> str:
         except TypeError:
             return f"{getattr(factory, '__name__', factory)}()"
     return _value_repr(default)
+
+
+def parameters_of(obj: Any) -> list[tuple[str, str, str]]:
+    """``(name, type, default)`` of each parameter gin can bind on ``obj``, in order.
+
+    attrs classes give their init fields with the declared type; other classes and
+    functions their signature (``self``, ``*args`` and ``**kwargs`` left out). A parameter
+    without a default shows ``REQUIRED``; a component default shows as ``@kind.name()``.
+    """
+    if attrs.has(obj):
+        return [
+            (f.alias or f.name, _type_name(f.type), _default_repr(f.default))
+            for f in attrs.fields(obj)
+            if f.init
+        ]
+    target = obj.__init__ if inspect.isclass(obj) else obj
+    out = []
+    for p in inspect.signature(target).parameters.values():
+        if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        default = "REQUIRED" if p.default is p.empty else repr(p.default)
+        ann = "" if p.annotation is p.empty else _type_name(p.annotation)
+        out.append((p.name, ann, default))
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -320,7 +330,7 @@ def load_plugins(*, third_party: bool | None = None) -> None:
 
 
 def closest(word: str, candidates: Iterator[str] | list[str] | dict[str, Any], n: int = 3) -> list[str]:
-    """Up to ``n`` candidates closest to ``word`` (difflib ratio >= 0.5)."""
+    """Up to ``n`` candidates closest to ``word`` (difflib ratio >= 0.5), best first."""
     return difflib.get_close_matches(word, list(candidates), n=n, cutoff=0.5)
 
 
@@ -346,7 +356,11 @@ def get(kind: str, name: str) -> Component:
 
 
 def components(kind: str | None = None) -> list[Component]:
-    """Registered components, sorted by kind then name (all kinds when ``kind`` is None)."""
+    """Registered components, sorted by kind then name (all kinds when ``kind`` is None).
+
+    Raises:
+        RegistryError: ``kind`` is not one of `KINDS`.
+    """
     if kind is not None:
         _check_kind(kind)
     return sorted(
@@ -356,5 +370,9 @@ def components(kind: str | None = None) -> list[Component]:
 
 
 def build(kind: str, name: str, **kwargs: Any) -> Any:
-    """Instantiate ``<kind>.<name>`` with ``kwargs`` (gin bindings apply to the rest)."""
+    """Instantiate ``<kind>.<name>`` with ``kwargs`` (gin bindings apply to the rest).
+
+    Raises:
+        RegistryError: unknown kind or name (see `get`).
+    """
     return get(kind, name).obj(**kwargs)

@@ -18,10 +18,6 @@ console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 
-def is_terminal() -> bool:
-    return console.is_terminal
-
-
 class Progress:
     """A progress display for ``total`` units of work with live metric fields.
 
@@ -87,6 +83,7 @@ class Progress:
 
     @staticmethod
     def format_fields(fields: Mapping[str, Any]) -> str:
+        """``"key value  key value"``; None values are left out, floats get 4 significant digits."""
         parts = []
         for key, value in fields.items():
             if value is None:
@@ -99,6 +96,7 @@ class Progress:
         return "  ".join(parts)
 
     def eta_seconds(self) -> float | None:
+        """Seconds left at the rate since this display started; None before any progress or without a total."""
         done = self.completed - self._start_completed
         if self.total is None or done <= 0:
             return None
@@ -106,16 +104,17 @@ class Progress:
         return (self.total - self.completed) / rate
 
     def update(self, advance: int = 1, **fields: Any) -> None:
+        """Advance by ``advance`` units and merge ``fields`` into the metrics shown."""
         self.completed += advance
         self.fields.update(fields)
         if not self.enabled:
             return
-        info = self.format_fields(self.fields)
         if self._rich is not None:
-            self._rich.update(self._task, advance=advance, info=info)
+            self._rich.update(self._task, advance=advance, info=self.format_fields(self.fields))
             return
         self._updates += 1
         if self._updates % self.plain_every == 0 or self.completed == self.total:
+            info = self.format_fields(self.fields)
             total = "?" if self.total is None else str(self.total)
             eta = self.eta_seconds()
             eta_text = f"  eta {eta:.0f}s" if eta is not None else ""

@@ -11,31 +11,6 @@ from typing import Annotated
 import typer
 
 
-def _parse_bindings(bindings: list[str]) -> None:
-    """Apply ``-b`` gin bindings (after every plugin registered its configurables)."""
-    try:
-        from flowkit.config import parse
-    except ImportError:  # the lead's config module is not there yet: plain gin
-        parse = None
-    if parse is not None:
-        parse(files=[], bindings=bindings)
-        return
-    import gin
-
-    from flowkit.errors import ConfigError
-
-    try:
-        from flowkit.registry import load_plugins
-
-        load_plugins()
-    except ImportError:
-        pass  # some built-in modules are missing in a partial tree; the data ones are imported
-    try:
-        gin.parse_config(bindings)
-    except Exception as exc:
-        raise ConfigError(f"-b bindings {bindings}: {type(exc).__name__}: {exc}") from None
-
-
 def prepare(
     inputs: Annotated[list[Path], typer.Argument(help="Folders with metadata.csv + wavs/, or .jsonl/.csv manifests.")],
     out: Annotated[Path, typer.Option("--out", "-o", help="The store to write, e.g. data/corpus.zarr.")],
@@ -52,10 +27,11 @@ def prepare(
     import attrs
 
     from flowkit.cli.console import console
+    from flowkit.config import parse_bindings
     from flowkit.data import prepare as prep
     from flowkit.registry import get
 
-    _parse_bindings(list(binding or []))
+    parse_bindings(binding or ())
     settings = prep.PrepareSettings()
     changes = {"encoder": settings.encoder or get("encoder", encoder).obj()}
     if align is not None:

@@ -61,6 +61,7 @@ class Rejection:
     detail: str
 
     def to_dict(self) -> dict[str, str]:
+        """The fields as a JSON-able dict."""
         return attrs.asdict(self)
 
 
@@ -75,6 +76,7 @@ class LoadReport:
     rejections: list[Rejection] = attrs.Factory(list)
 
     def counts(self) -> dict[str, int]:
+        """Rejected segments per reason, sorted by reason."""
         return dict(sorted(Counter(r.reason for r in self.rejections).items()))
 
     def to_dict(self) -> dict[str, Any]:
@@ -142,8 +144,6 @@ class LatentDataset:
         Raises:
             DataError: no store given, or a store that cannot be read (see `StoreReader.open`).
         """
-        from flowkit.errors import DataError
-
         if isinstance(stores, (str, os.PathLike)):
             stores = [stores]
         if not stores:
@@ -270,6 +270,7 @@ class LatentDataset:
         return h.hexdigest()
 
     def close(self) -> None:
+        """Close every store's file handles."""
         for r in self._readers:
             r.close()
 

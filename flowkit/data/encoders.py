@@ -44,10 +44,12 @@ class LogMel:
 
     @property
     def frame_rate(self) -> float:
+        """Latent frames per second (Hz)."""
         return self.sample_rate / self.hop_length
 
     @property
     def latent_dim(self) -> int:
+        """Channels ``d`` of a latent frame (the mel bands)."""
         return self.n_mels
 
     def encode(self, audio: np.ndarray) -> np.ndarray:

@@ -204,21 +204,25 @@ def assign_splits(records: list[dict[str, Any]], explicit: list[str | None], set
     in the store) then gets at least that many val segments: those of smallest hash.
     """
     by_speaker: dict[str, list[int]] = {}
+    explicit_val: Counter[str] = Counter()
+    hashes: dict[int, float] = {}
     for k, record in enumerate(records):
         if explicit[k] is not None:
             record["split"] = explicit[k]
+            if explicit[k] == "val":
+                explicit_val[record["speaker"]] += 1
         else:
-            record["split"] = "val" if split_hash(record["segment_id"]) < settings.val_fraction else "train"
+            hashes[k] = split_hash(record["segment_id"])
+            record["split"] = "val" if hashes[k] < settings.val_fraction else "train"
             by_speaker.setdefault(record["speaker"], []).append(k)
     want = settings.min_val_per_speaker
     for speaker, rows in by_speaker.items():
         if speaker in speakers_with_val or len(rows) <= want:
             continue
         have = sum(1 for k in rows if records[k]["split"] == "val")
-        explicit_val = sum(1 for k, r in enumerate(records) if explicit[k] == "val" and r["speaker"] == speaker)
-        need = want - have - explicit_val
+        need = want - have - explicit_val[speaker]
         if need > 0:
-            candidates = sorted((k for k in rows if records[k]["split"] != "val"), key=lambda k: split_hash(records[k]["segment_id"]))
+            candidates = sorted((k for k in rows if records[k]["split"] != "val"), key=hashes.__getitem__)
             for k in candidates[:need]:
                 records[k]["split"] = "val"
 

@@ -10,12 +10,15 @@ algorithm ("Updating formulae and a pairwise algorithm for computing sample vari
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
 from flowkit.errors import DataError
+
+if TYPE_CHECKING:
+    from flowkit.data.dataset import LatentDataset
 
 #: floor of the std: a constant channel (e.g. a mel band at the log floor) must not divide by 0
 STD_FLOOR = 1e-5
@@ -30,6 +33,7 @@ class LatentStats:
     n_frames: int
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able ``{"mean": [d], "std": [d], "n_frames"}`` (saved with every checkpoint)."""
         return {"mean": self.mean.tolist(), "std": self.std.tolist(), "n_frames": int(self.n_frames)}
 
     @classmethod
@@ -72,12 +76,14 @@ class LatentStats:
         return x * std + mean
 
 
-def compute_latent_stats(dataset: Any, batch_segments: int = 64) -> LatentStats:
-    """Per-channel mean/std over every frame of ``dataset`` (open it with ``split="train"``).
+def compute_latent_stats(dataset: LatentDataset, batch_segments: int = 64) -> LatentStats:
+    """Per-channel mean/std ``[d]`` over every frame of ``dataset`` (open it with ``split="train"``).
+
+    ``batch_segments`` segments are read at a time (one coalesced read each).
 
     Raises:
         DataError: the dataset is empty, or a segment holds non-finite values (its stored
-            ``max_abs`` said otherwise: the store is damaged).
+            ``max_abs`` said otherwise: the store is damaged; raised by `LatentDataset.read`).
     """
     n_total = len(dataset)
     if n_total == 0:
@@ -88,14 +94,9 @@ def compute_latent_stats(dataset: Any, batch_segments: int = 64) -> LatentStats:
     m2 = np.zeros(d, dtype=np.float64)
     for start in range(0, n_total, batch_segments):
         indices = list(range(start, min(n_total, start + batch_segments)))
-        for i, x in zip(indices, dataset.read(indices), strict=True):
+        # `LatentDataset.read` refuses non-finite latents, so none reach the sums
+        for x in dataset.read(indices):
             x = x.astype(np.float64)
-            if not np.isfinite(x).all():
-                seg = dataset.segments[i]
-                raise DataError(
-                    f"{dataset.paths[seg.store]}: segment {seg.segment_id} holds non-finite latents; "
-                    "the store is damaged, rebuild it with `flowkit prepare`"
-                )
             n_b = x.shape[0]
             if n_b == 0:
                 continue

@@ -274,7 +274,11 @@ class StoreWriter:
 
     # ---- writing --------------------------------------------------------
     def add(self, record: SegmentRecord) -> None:
-        """Queue one segment; its latents are written once a whole chunk is pending."""
+        """Queue one segment (latents ``[n d]``); its latents are written once a whole chunk is pending.
+
+        Raises:
+            ValueError: the latents are not ``[n, latent_dim]``.
+        """
         lat = np.ascontiguousarray(record.latents, dtype=self.dtype)
         if lat.ndim != 2 or lat.shape[1] != self.latent_dim:
             raise ValueError(f"latents of {record.segment_id} have shape {lat.shape}, expected [n, {self.latent_dim}]")
@@ -323,13 +327,9 @@ class StoreWriter:
         n_total = self.n0 + n_new
         offsets = self.frames0 + np.cumsum(np.asarray(self._lengths, dtype=np.int64))
         self._write_tail("offsets", self.n0 + 1, offsets)
-        old_strings = {}
-        if self.n0:
-            for name in STRING_FIELDS:
-                old_strings[name] = int(self.group[f"{name}_offsets"][self.n0])
         for name in STRING_FIELDS:
             blob, offs = _encode_strings([r[name] for r in self.records])
-            base = old_strings.get(name, 0)
+            base = int(self.group[f"{name}_offsets"][self.n0]) if self.n0 else 0  # bytes already committed
             self._write_tail(name, base, blob)
             self._write_tail(f"{name}_offsets", self.n0 + 1, offs[1:] + base)
         intensity = np.array([np.nan if r["intensity"] is None else r["intensity"] for r in self.records], np.float32)
@@ -341,6 +341,7 @@ class StoreWriter:
         self._write_tail("units_estimated", self.n0, np.array([r["units_estimated"] for r in self.records], bool))
         unit_rows = [u for r in self.records for u in (r["units"] or [])]
         units = np.asarray(unit_rows, dtype=np.int32).reshape(-1, 4)
+        n_units = self.units0 + units.shape[0]
         self._write_tail("units", self.units0, units, width=4)
         unit_counts = np.array([len(r["units"] or []) for r in self.records], np.int64)
         self._write_tail("unit_offsets", self.n0 + 1, self.units0 + np.cumsum(unit_counts))
@@ -349,7 +350,7 @@ class StoreWriter:
         new_attrs.update(
             n_segments=n_total,
             total_frames=int(self._written_frames),
-            n_units=int(self.units0 + units.shape[0]),
+            n_units=int(n_units),
             fingerprint=self.fingerprint,
             complete=True,
         )
@@ -360,7 +361,7 @@ class StoreWriter:
             fsync_dir(self.path)
             os.replace(self.path, self.final_path)
             fsync_dir(self.final_path.parent)
-        self.n0, self.frames0, self.units0 = n_total, self._written_frames, int(self.units0 + units.shape[0])
+        self.n0, self.frames0, self.units0 = n_total, self._written_frames, int(n_units)
         self.records.clear()
         self._lengths.clear()
         return self.final_path
@@ -372,6 +373,7 @@ class StoreWriter:
 
 
 def partial_path(path: Path) -> Path:
+    """``<path>.partial``: where a new store is written until `StoreWriter.commit` publishes it."""
     return path.with_name(path.name + PARTIAL_SUFFIX)
 
 
@@ -592,29 +594,30 @@ class StoreReader:
     def read(self, rows: Sequence[int], *, gap_frames: int = 256) -> list[np.ndarray]:
         """Latents of segments ``rows`` as float32 ``[n_i d]``, in the order given.
 
-        Reads are sorted by position and coalesced (segments less than ``gap_frames``
+        Reads are sorted by position and coalesced (segments at most ``gap_frames``
         apart are fetched in one read), then converted to float32.
+
+        Raises:
+            DataError: a latent chunk file is shorter than its segments need (truncated).
         """
-        rows = [int(r) for r in rows]
-        out: list[np.ndarray | None] = [None] * len(rows)
-        order = sorted(range(len(rows)), key=lambda k: self.offsets[rows[k]])
+        # frame bounds as Python ints, looked up once: the loop below runs per batch
+        idx = np.asarray(rows, dtype=np.int64).reshape(-1)
+        starts: list[int] = self.offsets[idx].tolist()
+        ends: list[int] = self.offsets[idx + 1].tolist()
+        out: list[np.ndarray | None] = [None] * len(starts)
+        order = sorted(range(len(starts)), key=starts.__getitem__)
         k = 0
         while k < len(order):
             run = [order[k]]
-            start = int(self.offsets[rows[order[k]]])
-            end = int(self.offsets[rows[order[k]] + 1])
+            start, end = starts[order[k]], ends[order[k]]
             k += 1
-            while k < len(order):
-                s = int(self.offsets[rows[order[k]]])
-                if s - end > gap_frames:
-                    break
+            while k < len(order) and starts[order[k]] - end <= gap_frames:
                 run.append(order[k])
-                end = max(end, int(self.offsets[rows[order[k]] + 1]))
+                end = max(end, ends[order[k]])
                 k += 1
             block = self._read_rows(start, end)
             for j in run:
-                r = rows[j]
-                out[j] = block[self.offsets[r] - start : self.offsets[r + 1] - start].astype(np.float32)
+                out[j] = block[starts[j] - start : ends[j] - start].astype(np.float32)
         return out  # type: ignore[return-value]
 
     def read_zarr(self, row: int) -> np.ndarray:
@@ -622,6 +625,7 @@ class StoreReader:
         return np.asarray(self._latents[self.offsets[row] : self.offsets[row + 1]])
 
     def segment_units(self, row: int) -> tuple[tuple[int, int, int, int], ...] | None:
+        """Units ``(char_start, char_end, frame_start, frame_end)`` of segment ``row``; None without timings."""
         if not self.numeric["has_units"][row]:
             return None
         if self._units_list is None:  # one tolist for the store, not one per segment
@@ -629,6 +633,7 @@ class StoreReader:
         return tuple(self._units_list[self.unit_offsets[row] : self.unit_offsets[row + 1]])
 
     def close(self) -> None:
+        """Close the chunk file handles (a forked child drops its parent's without closing them)."""
         if os.getpid() == self._pid:
             for fd in self._fds.values():
                 try:

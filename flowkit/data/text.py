@@ -61,6 +61,7 @@ class CharVocab:
         return "".join(out)
 
     def state_dict(self) -> dict[str, Any]:
+        """JSON-able ``{"kind": "chars", "chars": [...]}``; `from_state_dict` restores it."""
         return {"kind": "chars", "chars": list(self.chars)}
 
     @classmethod

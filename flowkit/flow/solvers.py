@@ -31,6 +31,20 @@ def time_grid(steps: int, device: torch.device | str = "cpu") -> torch.Tensor:
     return torch.linspace(0.0, 1.0, int(steps) + 1, dtype=torch.float32, device=device)
 
 
+def _integrate(
+    step: Callable[[Field, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
+    field: Field,
+    x0: torch.Tensor,
+    steps: int,
+) -> torch.Tensor:
+    """Apply ``step(field, x, t, h)`` over `time_grid` from ``x0 [b n d]``; the state at t=1."""
+    grid = time_grid(steps, x0.device)
+    x = x0
+    for t, t_next in zip(grid[:-1], grid[1:], strict=True):
+        x = step(field, x, t, t_next - t)
+    return x
+
+
 @register("solver", "euler")
 @attrs.frozen
 class Euler:
@@ -42,12 +56,12 @@ class Euler:
         Raises:
             ConfigError: ``steps`` < 1.
         """
-        grid = time_grid(steps, x0.device)
-        x = x0
-        for k in range(len(grid) - 1):
-            t, h = grid[k], grid[k + 1] - grid[k]
-            x = x + h * field(x, t)
-        return x
+        return _integrate(self.step, field, x0, steps)
+
+    @staticmethod
+    def step(field: Field, x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """``x + h field(x, t)``."""
+        return x + h * field(x, t)
 
 
 @register("solver", "midpoint")
@@ -61,10 +75,10 @@ class Midpoint:
         Raises:
             ConfigError: ``steps`` < 1.
         """
-        grid = time_grid(steps, x0.device)
-        x = x0
-        for k in range(len(grid) - 1):
-            t, h = grid[k], grid[k + 1] - grid[k]
-            half = x + (h / 2) * field(x, t)
-            x = x + h * field(half, t + h / 2)
-        return x
+        return _integrate(self.step, field, x0, steps)
+
+    @staticmethod
+    def step(field: Field, x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """``x + h field(x_half, t + h/2)`` with the Euler half step ``x_half = x + (h/2) field(x, t)``."""
+        half = x + (h / 2) * field(x, t)
+        return x + h * field(half, t + h / 2)

@@ -16,11 +16,17 @@ __all__ = ["KINDS", "plain", "scalar_fields"]
 KINDS = ("train", "eval", "event")
 
 
+def _unwrap(value: Any) -> Any:
+    """A numpy/torch scalar (0-d array or tensor) as its Python number; anything else as is."""
+    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
+        return value.item()
+    return value
+
+
 def plain(value: Any) -> Any:
     """``value`` as plain JSON data: numpy/torch scalars via ``.item()``, non-finite floats
     as None (strict JSON has no NaN), tuples as lists, mappings with string keys."""
-    if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
-        value = value.item()
+    value = _unwrap(value)
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, Mapping):
@@ -37,8 +43,7 @@ def scalar_fields(record: Mapping[str, Any]) -> Iterator[tuple[str, float]]:
     for key, value in record.items():
         if key in ("step", "kind"):
             continue
-        if hasattr(value, "item") and callable(value.item) and getattr(value, "ndim", 0) == 0:
-            value = value.item()
+        value = _unwrap(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             continue
         yield f"{kind}/{key}", float(value)

@@ -47,13 +47,27 @@ def in_unit_chars(
     return text_mask & (char_unit >= 0) & torch.gather(unit_mask, 1, unit)
 
 
-def _require_units(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _unit_layout(
+    cond: Conditions,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(unit [b nt], valid [b nt], start [b u], length [b u])`` of the unit timings.
+
+    ``unit`` is ``char_unit`` with -1 clamped to 0 (an index for gather/scatter; ``valid``
+    says which characters really belong to a unit); ``start`` and ``length`` are float
+    frames (``length`` >= 0).
+
+    Raises:
+        ValueError: the conditions carry no unit timings.
+    """
     if cond.char_unit is None or cond.unit_frames is None or cond.unit_mask is None:
         raise ValueError(
             "the aligned text path needs unit timings: Conditions.char_unit, unit_frames and "
             "unit_mask must be set (load the data with require_units=True)"
         )
-    return cond.char_unit, cond.unit_frames, cond.unit_mask
+    valid = in_unit_chars(cond.char_unit, cond.text_mask, cond.unit_mask)
+    frames = cond.unit_frames
+    length = (frames[..., 1] - frames[..., 0]).clamp_min(0).float()
+    return cond.char_unit.clamp_min(0), valid, frames[..., 0].float(), length
 
 
 def char_duration_targets(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
@@ -70,12 +84,8 @@ def char_duration_targets(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]
     Raises:
         ValueError: the conditions carry no unit timings.
     """
-    char_unit, unit_frames, unit_mask = _require_units(cond)
-    valid = in_unit_chars(char_unit, cond.text_mask, unit_mask)
-    unit = char_unit.clamp_min(0)
-    chars = torch.zeros(unit_mask.shape, dtype=torch.float32, device=unit.device)
-    chars.scatter_add_(1, unit, valid.float())
-    length = (unit_frames[..., 1] - unit_frames[..., 0]).clamp_min(0).float()
+    unit, valid, _, length = _unit_layout(cond)
+    chars = torch.zeros_like(length).scatter_add_(1, unit, valid.float())
     mean = length / chars.clamp_min(1.0)
     target = torch.log1p(torch.gather(mean, 1, unit))
     return torch.where(valid, target, torch.zeros_like(target)), valid
@@ -94,9 +104,7 @@ def place_chars(cond: Conditions, weights: torch.Tensor | None) -> torch.Tensor:
     Raises:
         ValueError: the conditions carry no unit timings.
     """
-    char_unit, unit_frames, unit_mask = _require_units(cond)
-    valid = in_unit_chars(char_unit, cond.text_mask, unit_mask)
-    unit = char_unit.clamp_min(0)
+    unit, valid, start, length = _unit_layout(cond)
     if weights is None:
         w = valid.float()
     else:
@@ -105,9 +113,7 @@ def place_chars(cond: Conditions, weights: torch.Tensor | None) -> torch.Tensor:
             weights.float().clamp_min(_MIN_WEIGHT),
             torch.zeros_like(weights, dtype=torch.float32),
         )
-    total = torch.zeros(unit_mask.shape, dtype=torch.float32, device=w.device).scatter_add_(
-        1, unit, w
-    )
+    total = torch.zeros_like(length).scatter_add_(1, unit, w)
     # Cumulative weight inside a unit: the running sum over the text minus its value just
     # before the unit's first character (out-of-unit characters weigh 0, units are runs).
     before = torch.cumsum(w, dim=1) - w
@@ -116,10 +122,8 @@ def place_chars(cond: Conditions, weights: torch.Tensor | None) -> torch.Tensor:
         1, unit, torch.where(valid, before, inf), reduce="amin", include_self=True
     )
     lo = before - torch.gather(offset, 1, unit).nan_to_num(posinf=0.0)
-    start = torch.gather(unit_frames[..., 0].float(), 1, unit)
-    length = torch.gather((unit_frames[..., 1] - unit_frames[..., 0]).clamp_min(0).float(), 1, unit)
-    scale = length / torch.gather(total, 1, unit).clamp_min(1e-12)
-    first = start + lo * scale
+    scale = torch.gather(length, 1, unit) / torch.gather(total, 1, unit).clamp_min(1e-12)
+    first = torch.gather(start, 1, unit) + lo * scale
     last = first + w * scale
     centres = torch.arange(cond.num_frames, device=w.device, dtype=torch.float32) + 0.5
     on = (centres[None, :, None] >= first[:, None, :]) & (centres[None, :, None] < last[:, None, :])

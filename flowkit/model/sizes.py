@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from flowkit.model.dit import DiTConfig
-from flowkit.model.presets import PRESETS
+from flowkit.model.presets import PRESETS, SIZE_FIELDS
 
 __all__ = ["F5_BASE_PARAMS", "REFERENCE_SIZES", "count_parameters", "parameter_table"]
 
@@ -38,22 +38,11 @@ def count_parameters(cfg: DiTConfig, **sizes: int) -> int:
 
 def parameter_table() -> str:
     """The markdown table of every preset's sizes and parameter counts."""
-    head = [
-        "preset",
-        "dim",
-        "depth",
-        "heads",
-        "ff_mult",
-        "text_dim",
-        "conv_layers",
-        "dur_hidden",
-        "dropout",
-    ]
-    head += [f"params ({title})" for title, _ in VARIANTS]
+    head = ["preset", *SIZE_FIELDS, *(f"params ({title})" for title, _ in VARIANTS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in PRESETS:
         s = DiTConfig(preset=name).sizes()
-        row = [f"`{name}`", *(str(s[k]) for k in head[1:9])]
+        row = [f"`{name}`", *(str(s[k]) for k in SIZE_FIELDS)]
         row += [f"{count_parameters(DiTConfig(preset=name, **kw)):,}" for _, kw in VARIANTS]
         lines.append("| " + " | ".join(row) + " |")
     return "\n".join(lines)

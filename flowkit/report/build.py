@@ -62,6 +62,7 @@ def build_document(run_dirs: Sequence[Path], *, samples: int = 0) -> Document:
 
 
 def default_out(run_dirs: Sequence[Path]) -> Path:
+    """The run directory itself for one run; a new ``report-<timestamp>`` for several."""
     if len(run_dirs) == 1:
         return Path(run_dirs[0])
     return Path(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
@@ -83,9 +84,10 @@ def write_report(run_dirs: Sequence[str | Path], *, out: str | Path | None = Non
     target = Path(out) if out is not None else default_out(paths)
     target.mkdir(parents=True, exist_ok=True)
     written = []
-    for item in [*doc.figures(), *doc.audios()]:
-        path = target / FILES_DIR / item.name
-        atomic_write_bytes(path, item.png if hasattr(item, "png") else item.wav)
+    payloads = [(f.name, f.png) for f in doc.figures()] + [(a.name, a.wav) for a in doc.audios()]
+    for name, data in payloads:
+        path = target / FILES_DIR / name
+        atomic_write_bytes(path, data)
         written.append(path)
     md, html = target / "report.md", target / "report.html"
     atomic_write_text(md, render_markdown(doc, FILES_DIR))

@@ -23,6 +23,8 @@ class Facts:
 
 @attrs.frozen
 class Table:
+    """A table: column titles and rows of cell text."""
+
     header: Sequence[str]
     rows: Sequence[Sequence[str]]
 
@@ -38,12 +40,16 @@ class Figure:
 
 @attrs.frozen
 class Code:
+    """A verbatim block (the operative config); ``language`` tags the markdown fence."""
+
     text: str
     language: str = ""
 
 
 @attrs.frozen
 class Note:
+    """A remark in place of missing content ("No checkpoint written yet.")."""
+
     text: str
 
 
@@ -70,12 +76,16 @@ Block = Facts | Table | Figure | Code | Note | SampleBlock
 
 @attrs.frozen
 class Section:
+    """A titled run of blocks (one ``##`` heading)."""
+
     title: str
     blocks: Sequence[Block]
 
 
 @attrs.frozen
 class Document:
+    """The whole report: a title and its sections."""
+
     title: str
     sections: Sequence[Section]
 
@@ -91,4 +101,5 @@ class Document:
         return out
 
     def audios(self) -> list[Audio]:
+        """Every audio sample (what report_files/ must hold besides the figures)."""
         return [a for s in self.sections for b in s.blocks if isinstance(b, SampleBlock) for _, a in b.audios]

@@ -19,7 +19,7 @@ import re
 import socket
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,7 @@ class CheckpointEntry:
 
     @property
     def bytes(self) -> int:
+        """Size of the checkpoint's files on disk (0 when the directory is gone)."""
         return sum(f.stat().st_size for f in self.path.iterdir() if f.is_file()) if self.path.is_dir() else 0
 
 
@@ -153,6 +154,7 @@ class RunDir:
 
     @property
     def heartbeat_age_s(self) -> float | None:
+        """Seconds between the last heartbeat and ``now`` (None without a heartbeat)."""
         t = self.heartbeat.get("time")
         return self.now - float(t) if isinstance(t, (int, float)) else None
 
@@ -164,10 +166,10 @@ class RunDir:
         if host is not None and host != socket.gethostname():
             return None
         try:
-            os.kill(pid, 0)
+            os.kill(pid, 0)  # signal 0: only checks that the process exists
         except ProcessLookupError:
             return False
-        except PermissionError:
+        except PermissionError:  # it exists, under another user
             return True
         return True
 
@@ -328,8 +330,3 @@ def read_run(path: str | os.PathLike[str], *, now: float | None = None) -> RunDi
         lock=_read_json(root / "run.lock"),
         now=time.time() if now is None else now,
     )
-
-
-def read_runs(paths: Sequence[str | os.PathLike[str]]) -> list[RunDir]:
-    """`read_run` of each path, in order (the first refusal is raised)."""
-    return [read_run(p) for p in paths]

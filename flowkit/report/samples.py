@@ -21,7 +21,7 @@ from flowkit.report.document import Audio, Figure, Note, SampleBlock
 from flowkit.report.plots import spectrograms_png
 from flowkit.synth.wav import wav_bytes
 
-__all__ = ["DEFAULT_STEPS", "sample_blocks", "wav_bytes"]
+__all__ = ["DEFAULT_STEPS", "sample_blocks"]
 
 DEFAULT_STEPS = 32  # ODE steps (F5-TTS samples with 32 NFE)
 DEFAULT_CFG = 2.0  # classifier-free guidance strength (F5-TTS default)
@@ -69,10 +69,10 @@ def sample_blocks(
             return [Note("No samples: the run has no validation data.")]
         chosen = _choose(len(data), n)
         segments = data.segments
-        prompts = {}
-        for i in chosen:
-            same = [j for j in range(len(segments)) if j != i and segments[j].speaker == segments[i].speaker]
-            prompts[i] = same[0] if same else None
+        prompts = {
+            i: next((j for j, s in enumerate(segments) if j != i and s.speaker == segments[i].speaker), None)
+            for i in chosen
+        }
         needed = sorted(set(chosen) | {j for j in prompts.values() if j is not None})
         latents = dict(zip(needed, data.read(needed), strict=True))
     finally:

@@ -47,6 +47,11 @@ def throughput(run: RunDir) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def _best_val_loss(run: RunDir) -> Any:
+    """The newest ``best_val_loss`` any record carries (None before the first evaluation)."""
+    return next((r["best_val_loss"] for r in reversed(run.records) if r.get("best_val_loss") is not None), None)
+
+
 def _state_line(run: RunDir) -> str:
     state = run.state
     if state == "interrupted":
@@ -78,7 +83,7 @@ def _params(n: Any) -> str:
 def _facts(run: RunDir) -> Facts:
     total = run.total_steps
     best = run.best_checkpoint
-    best_loss = next((r.get("best_val_loss") for r in reversed(run.records) if r.get("best_val_loss") is not None), None)
+    best_loss = _best_val_loss(run)
     fps = throughput(run)
     items = [
         ("state", _state_line(run)),
@@ -171,32 +176,28 @@ def _eval_table(run: RunDir) -> Table | Note:
 
 def _run_plots(runs: Sequence[RunDir], prefix: str) -> list[Figure]:
     """The standard plots; with several runs each plot overlays every run."""
-    several = len(runs) > 1
-    figures = []
-    train_plots = [
-        ("loss", "training loss", "loss", True),
-        ("lr", "learning rate", "lr", False),
-        ("grad_norm", "gradient norm (before clipping)", "L2 norm", True),
-        ("frames_per_s", "throughput", "frames/s", False),
+    figures: list[Figure] = []
+
+    def maybe_plot(name: str, title: str, ylabel: str, curves: list[Curve], log_y: bool) -> None:
+        if any(c.steps for c in curves):
+            figures.append(Figure(title, curves_png(title, ylabel, curves, log_y=log_y), f"{prefix}{name}.png"))
+
+    def train_plot(key: str, title: str, ylabel: str, log_y: bool) -> None:
+        maybe_plot(key, title, ylabel, [Curve(r.label, *r.series("train", key)) for r in runs], log_y)
+
+    # Loss first, validation next to it, then the diagnostics.
+    train_plot("loss", "training loss", "loss", True)
+    eval_curves = [
+        Curve(f"{r.label}: {key}" if len(runs) > 1 else key, *r.series("eval", key),
+              dashed=not key.startswith(_EMA_PREFIX))
+        for r in runs
+        for key in r.metric_keys("eval")
+        if key.startswith("val_loss") and "/" not in key  # totals only, not per-term "/name"
     ]
-    for key, title, ylabel, log_y in train_plots[:1]:
-        curves = [Curve(r.label, *r.series("train", key)) for r in runs]
-        if any(c.steps for c in curves):
-            figures.append(Figure(title, curves_png(title, ylabel, curves, log_y=log_y), f"{prefix}{key}.png"))
-    eval_curves = []
-    for r in runs:
-        for key in r.metric_keys("eval"):
-            if not key.startswith(("val_loss", "val_tempo")) or "/" in key or key.startswith("val_tempo"):
-                continue
-            label = f"{r.label}: {key}" if several else key
-            eval_curves.append(Curve(label, *r.series("eval", key), dashed=not key.startswith(_EMA_PREFIX)))
-    if any(c.steps for c in eval_curves):
-        title = "validation loss (EMA passes; raw weights dashed)"
-        figures.append(Figure(title, curves_png(title, "loss", eval_curves, log_y=True), f"{prefix}val_loss.png"))
-    for key, title, ylabel, log_y in train_plots[1:]:
-        curves = [Curve(r.label, *r.series("train", key)) for r in runs]
-        if any(c.steps for c in curves):
-            figures.append(Figure(title, curves_png(title, ylabel, curves, log_y=log_y), f"{prefix}{key}.png"))
+    maybe_plot("val_loss", "validation loss (EMA passes; raw weights dashed)", "loss", eval_curves, True)
+    train_plot("lr", "learning rate", "lr", False)
+    train_plot("grad_norm", "gradient norm (before clipping)", "L2 norm", True)
+    train_plot("frames_per_s", "throughput", "frames/s", False)
     return figures
 
 
@@ -222,7 +223,7 @@ def comparison_sections(runs: Sequence[RunDir]) -> list[Section]:
     rows = []
     for r in runs:
         fps = throughput(r)
-        best = next((x.get("best_val_loss") for x in reversed(r.records) if x.get("best_val_loss") is not None), None)
+        best = _best_val_loss(r)
         _, losses = r.series("train", "loss")
         rows.append([
             r.label, r.state, f"{r.step} / {_show(r.total_steps)}", _show(losses[-1] if losses else None),

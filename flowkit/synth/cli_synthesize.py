@@ -9,6 +9,7 @@ prompt and its text); else a characters-per-second estimate of plain speech.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import attrs
@@ -129,8 +130,12 @@ def synthesize_file(
     (latents,) = generate(im, [utterance], steps=steps, cfg_strength=cfg_strength, seed=seed)
     vocoder = vocoder if vocoder is not None else GriffinLim()
     audio, sr = vocoder(latents, im.encoder)
-    if Path(out).suffix.lower() == ".wav":
-        atomic_write_bytes(out, wav_bytes(audio, sr))
-    else:  # let soundfile pick the format from the extension (.flac, .ogg)
-        sf.write(str(out), audio, sr)
+    suffix = Path(out).suffix.lower()
+    if suffix == ".wav":
+        data = wav_bytes(audio, sr)
+    else:  # soundfile's format from the extension (.flac, .ogg), encoded in memory
+        buffer = io.BytesIO()
+        sf.write(buffer, audio, sr, format=suffix.lstrip("."))
+        data = buffer.getvalue()
+    atomic_write_bytes(out, data)  # a crash mid-write leaves no half file under the name
     return SynthesisResult(Path(out), int(latents.shape[0]), latents.shape[0] / im.frame_rate, sr, im.label, length_from)

@@ -22,7 +22,7 @@ import torch
 from flowkit.errors import CheckpointError, ConfigError
 from flowkit.train import checkpoint as ckpt
 
-__all__ = ["InferenceModel", "load_inference_model", "resolve_checkpoint", "store_encoder"]
+__all__ = ["InferenceModel", "generate", "load_inference_model", "resolve_checkpoint", "store_encoder"]
 
 
 @attrs.frozen
@@ -188,11 +188,16 @@ def generate(
 ) -> list[np.ndarray]:
     """Generated target spans, de-normalised: one ``[n_i d]`` float32 array per utterance.
 
+    ``utterances`` are `flowkit.synth.sample.Utterance` s; ``steps`` ODE steps of the run's
+    solver, CFG strength ``cfg_strength``, noise from ``seed`` (the same seed, the same output).
+
     Raises:
         ConfigError: as `flowkit.synth.sample.inference_conditions` / `synthesize` raise.
     """
     from flowkit.synth.sample import inference_conditions, synthesize, target_spans
 
+    # Units are the words between spaces; a vocabulary that never saw a space encodes it as
+    # the unknown id 1, which must not split units.
     space = [i for i in im.vocab.encode(" ") if i > 1]
     cond = inference_conditions(im.model, utterances, separator_ids=space)
     generator = torch.Generator().manual_seed(seed)

@@ -124,11 +124,12 @@ def inference_conditions(
     n_target: list[int] = []
     if aligned:
         # A unit never spans the prompt/target boundary: number the two parts separately.
+        n_prompt_units: list[int] = []
         for u in utterances:
             pu = char_units_from_ids(list(u.prompt_text), sep)
             tu = char_units_from_ids(list(u.text), sep)
-            shift = max(pu, default=-1) + 1
-            char_units.append(pu + [k + shift if k >= 0 else -1 for k in tu])
+            n_prompt_units.append(max(pu, default=-1) + 1)
+            char_units.append(pu + [k + n_prompt_units[-1] if k >= 0 else -1 for k in tu])
         draft = Conditions(
             frame_mask=torch.ones((len(utterances), 1), dtype=torch.bool),
             target_mask=torch.ones((len(utterances), 1), dtype=torch.bool),
@@ -141,13 +142,12 @@ def inference_conditions(
         for i, u in enumerate(utterances):
             k = len(u.prompt_text)
             pu, tu = char_units[i][:k], char_units[i][k:]
-            shift = max(pu, default=-1) + 1
-            prompt_units = (
-                unit_frames_from_durations(log_duration[i, :k], pu, start=0, total=n_prompt[i])
-                if n_prompt[i]
-                else []
-            )
-            if not n_prompt[i]:  # prompt text without prompt audio: its units get no frames
+            shift = n_prompt_units[i]
+            if n_prompt[i]:
+                prompt_units = unit_frames_from_durations(
+                    log_duration[i, :k], pu, start=0, total=n_prompt[i]
+                )
+            else:  # prompt text without prompt audio: its units get no frames
                 prompt_units = [(0, 0)] * shift
             target_units = unit_frames_from_durations(
                 log_duration[i, k : len(texts[i])],

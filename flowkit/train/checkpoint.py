@@ -226,7 +226,8 @@ def load_strict(
     Raises:
         CheckpointError: naming the first missing or unexpected key, or a shape mismatch.
     """
-    expected = set(module.state_dict())
+    own = module.state_dict()
+    expected = set(own)
     missing = sorted(expected - set(state) - allow_missing)
     unexpected = sorted(set(state) - expected)
     if missing:
@@ -239,7 +240,6 @@ def load_strict(
             f"{source}: {what} key {unexpected[0]!r} is unexpected ({len(unexpected)} unexpected); "
             "the checkpoint comes from another model config"
         )
-    own = module.state_dict()
     for key, value in state.items():
         if own[key].shape != value.shape:
             raise CheckpointError(

@@ -39,8 +39,8 @@ class EMA:
         self.decay = decay
         self.warmup = warmup
         self.num_updates = 0
-        self.names = [name for name, value in model.state_dict().items() if value.is_floating_point()]
         state = model.state_dict()
+        self.names = [name for name, value in state.items() if value.is_floating_point()]
         self.shadow: dict[str, torch.Tensor] = {
             name: state[name].detach().float().clone() for name in self.names
         }
@@ -91,6 +91,7 @@ class EMA:
                     state[name].copy_(saved[name])
 
     def state_dict(self) -> dict[str, object]:
+        """``{"num_updates", "shadow": {name: float32 tensor}}`` (the shadow tensors themselves)."""
         return {"num_updates": self.num_updates, "shadow": dict(self.shadow)}
 
     def load_state_dict(self, state: dict[str, object], *, allow_missing: frozenset[str] = frozenset()) -> None:

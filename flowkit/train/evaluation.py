@@ -78,33 +78,37 @@ class Evaluator:
 
     # ---- fixed batches ----
 
-    def _prepare(self, pairing: Any, name: str) -> list[FixedBatch]:
+    def _prepare(self, pairing: Any, name: str) -> tuple[list[FixedBatch], PairingCounts]:
+        """The first ``eval_batches`` batches of pass ``name`` with their flow draws, and
+        the pairing outcome over them (from generators of their own, the same every call)."""
         segments = self.builder.dataset.segments
         lengths = pairing.budget_lengths(segments)
         plan = self.batch_sampler.epoch_batches(lengths, derive_seed(self.settings.seed, f"eval/{name}/batches"), 0)
         rng, generator = eval_generators(self.settings.seed, name)
         builder = attrs.evolve(self.builder, pairing=pairing)
-        out = []
+        out, counts = [], PairingCounts()
         for indices in plan.batches[: self.settings.eval_batches]:
-            batch, counts = builder.build(indices, rng, train=False)
-            if name == "cross":
-                self.cross_counts.add(counts)
+            batch, batch_counts = builder.build(indices, rng, train=False)
+            counts.add(batch_counts)
             t, x0 = draw_flow(batch.x1.shape, self.settings.t_sampler, generator)
             out.append(FixedBatch(batch, t, x0))
-        return out
+        return out, counts
 
     def fixed_batches(self) -> list[FixedBatch]:
+        """The validation batches of every pass, built on the first call."""
         if self._fixed is None:
-            self._fixed = self._prepare(self.builder.pairing, "val")
+            self._fixed, _ = self._prepare(self.builder.pairing, "val")
         return self._fixed
 
     def cross_batches(self) -> list[FixedBatch] | None:
+        """The batches of the cross-segment pass (built on the first call), or None when
+        the run's pairing has no cross-segment prompts."""
         pairing = self.builder.pairing
         if not hasattr(pairing, "cross_p"):
             return None
         if self._cross is None:
             # Every item is asked for a cross-segment prompt; fallbacks keep the in-clip one.
-            self._cross = self._prepare(attrs.evolve(pairing, cross_p=1.0), "cross")
+            self._cross, self.cross_counts = self._prepare(attrs.evolve(pairing, cross_p=1.0), "cross")
         return self._cross
 
     # ---- passes ----

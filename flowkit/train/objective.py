@@ -19,7 +19,7 @@ on the CPU batches before the forward passes, so no device sync is needed for th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -30,7 +30,17 @@ from flowkit.losses import LossInputs, LossTerm
 from flowkit.model.conditions import Conditions
 from flowkit.model.durations import in_unit_chars
 
-__all__ = ["NamedTerm", "draw_flow", "loss_names", "loss_terms", "unit_totals"]
+__all__ = [
+    "MicroBatch",
+    "NamedTerm",
+    "accumulate",
+    "draw_flow",
+    "loss_names",
+    "loss_terms",
+    "unit_counts",
+    "unit_sums",
+    "unit_totals",
+]
 
 
 @attrs.frozen
@@ -60,13 +70,20 @@ def unit_counts(cond: Conditions) -> dict[str, float]:
     return counts
 
 
-def unit_totals(conds: Sequence[Conditions]) -> dict[str, float]:
-    """Sum of `unit_counts` over the micro-batches of a step (each total at least 1)."""
-    totals: dict[str, float] = {}
+def unit_sums(conds: Iterable[Conditions]) -> dict[str, float]:
+    """Sum of `unit_counts` over the micro-batches of a step (zero allowed: under
+    torch.distributed the sums are added over the ranks before the floor of 1)."""
+    sums: dict[str, float] = {}
     for cond in conds:
         for unit, count in unit_counts(cond).items():
-            totals[unit] = totals.get(unit, 0.0) + count
-    return {unit: max(total, 1.0) for unit, total in totals.items()}
+            sums[unit] = sums.get(unit, 0.0) + count
+    return sums
+
+
+def unit_totals(conds: Iterable[Conditions]) -> dict[str, float]:
+    """`unit_sums` of one process, each at least 1 (a step without any unit of a term
+    adds nothing to it, and must not divide by zero)."""
+    return {unit: max(total, 1.0) for unit, total in unit_sums(conds).items()}
 
 
 def draw_flow(x1_shape: torch.Size, t_sampler: Any, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:

@@ -286,9 +286,10 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
     loaded = origin.loaded
     train_set, val_set = _open_data(settings, aligned)
     try:
+        fingerprint = train_set.fingerprint()
         if origin.kind == "resume":
             assert loaded is not None
-            compatibility.check_data(loaded.meta.get("data_fingerprint"), train_set.fingerprint(), run_dir=str(workspace.root))
+            compatibility.check_data(loaded.meta.get("data_fingerprint"), fingerprint, run_dir=str(workspace.root))
             compatibility.check_steps(loaded.step, settings.steps, checkpoint=str(loaded.path))
         if loaded is None:
             stats = compute_latent_stats(train_set)
@@ -352,7 +353,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
             "vocab": vocab.state_dict(),
             "languages": languages,
             "model_config": model_config.to_dict(),
-            "data_fingerprint": train_set.fingerprint(),
+            "data_fingerprint": fingerprint,
             "stores": [str(p) for p in train_set.paths],
             "latent_dim": train_set.latent_dim,
             "frame_rate": train_set.frame_rate,
@@ -361,9 +362,8 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
             "world_size": ctx.world_size,
         }
         if ctx.is_main:
-            _write_workspace(workspace, parsed, settings, stats, train_set, val_set, device, model, meta,
-                                       origin, lock_takeover=lock_takeover, step=step, resumed=resumed,
-                                       init_from_info=init_from_info)
+            _write_workspace(workspace, parsed, settings, train_set, val_set, device, model, meta, origin,
+                             lock_takeover=lock_takeover, step=step)
         # Only rank 0 logs; the others keep no logger at all.
         loggers = _loggers(settings) if ctx.is_main else []
         for logger in loggers:
@@ -391,18 +391,18 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
         val_set.close()
 
 
-def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSettings, stats: Any, train_set: Any,
-                     val_set: Any, device: torch.device, model: torch.nn.Module, meta: dict[str, Any],
-                     origin: _Origin, *, lock_takeover: dict[str, Any] | None,
-                     step: int, resumed: bool, init_from_info: Any) -> int:
-    """Rank 0's files of a start or resume; returns the replayed metrics lines removed."""
+def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSettings, train_set: Any, val_set: Any,
+                     device: torch.device, model: torch.nn.Module, meta: dict[str, Any], origin: _Origin, *,
+                     lock_takeover: dict[str, Any] | None, step: int) -> None:
+    """Rank 0's files of a start or resume (``meta`` is the checkpoints' static meta)."""
     loaded = origin.loaded
+    resumed = origin.kind == "resume"
     workspace.create()
     # Records after the checkpoint's step (and a torn last line) are replayed by this run;
     # a fresh start drops every record of an attempt killed before its first checkpoint.
     removed = truncate_after_step(workspace.metrics, step if resumed else -1)
     workspace.write_config(parsed.text, [Path(p) for p, _ in parsed.sources])
-    workspace.write_latent_stats(stats.to_dict())
+    workspace.write_latent_stats(meta["latent_stats"])
     workspace.write_rejections(
         {"split": split, "store": str(r.store), "segment_id": r.segment_id, "reason": r.reason, "detail": r.detail}
         for split, ds in (("train", train_set), ("val", val_set)) for r in ds.report.rejections
@@ -418,10 +418,10 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSetting
             "torch": torch.__version__,
             "python": platform.python_version(),
             "host": platform.node(),
-            "data_fingerprint": train_set.fingerprint(),
+            "data_fingerprint": meta["data_fingerprint"],
             "stores": meta["stores"],
             "load_reports": {"train": train_set.report.to_dict(), "val": val_set.report.to_dict()},
-            "init_from": init_from_info,
+            "init_from": meta["init_from"],
             "resumed_from": str(loaded.path) if resumed and loaded else None,
             "skipped_checkpoints": [list(s) for s in origin.skipped],
             "allowed_config_changes": {k: list(v) for k, v in origin.allowed_changes.items()},
@@ -433,15 +433,12 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSetting
         },
         resumed_at=step if resumed else None,
     )
-    return removed
 
 
 def _plugin_versions() -> dict[str, str]:
     """``{distribution: version}`` of flowkit and every installed plugin distribution, so a
     run records which code its components came from."""
     from importlib import metadata
-
-    from flowkit import registry
 
     dists = {"flowkit"} | {c.distribution for c in registry.components() if c.distribution}
     out = {}

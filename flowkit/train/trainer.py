@@ -9,7 +9,7 @@ checkpoint of step s, and a resume from it replays nothing twice. Ctrl-C and SIG
 only raise a flag; the loop stops after the current step and saves.
 
 Syncs: the step reads one boolean back from the device (is the loss and gradient norm
-finite?) and converts its metrics to Python numbers only on log steps.
+finite?) and converts its metrics to Python numbers only on log steps, in one transfer.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from flowkit.train.collate import Batch
 from flowkit.train.distributed import DistContext
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
-from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_counts
+from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_sums
 from flowkit.train.optimization import set_learning_rate
 from flowkit.train.pairing import PairingCounts
 from flowkit.train.randomness import RandomStreams
@@ -78,7 +78,6 @@ class StepStats:
     items: int
     real_frames: int
     target_frames: int
-    pairing: PairingCounts
     step_s: float
     data_s: float
     skipped: bool = False
@@ -202,12 +201,12 @@ class Trainer:
             if not self.resumed and s.eval_every is not None:
                 self.evaluate()
             while c.step < s.steps and not self.stopping:
-                lr = self.set_lr()
-                stats = self.train_step(lr)
-                self.maybe_log(stats)
-                if s.eval_every is not None and (c.step % s.eval_every == 0 or c.step == s.steps):
+                stats = self.train_step(self.set_lr())
+                if self.should_run(s.log_every):
+                    self.log_step(stats)
+                if self.should_run(s.eval_every):
                     self.evaluate()
-                if c.step % s.save_every == 0 or c.step == s.steps:
+                if self.should_run(s.save_every):
                     self.save()
             if self.last_saved != c.step:
                 self.save()
@@ -215,6 +214,12 @@ class Trainer:
             self.log({"kind": "event", "step": c.step, "event": "stopped", "signal": self.stop.signal})
             return "interrupted"
         return "completed"
+
+    def should_run(self, every: int | None) -> bool:
+        """Whether a periodic action (log, evaluate, save) is due after the step just taken:
+        every ``every`` steps and at the last step; never when ``every`` is None."""
+        step = self.counters.step
+        return every is not None and (step % every == 0 or step == self.settings.steps)
 
     def set_lr(self) -> float:
         """``lr * lr_schedule(updates, horizon)``: counted in optimizer updates."""
@@ -287,7 +292,7 @@ class Trainer:
         self._window.add(counts)
         return StepStats(
             step=c.step, loss=loss.detach(), terms=term_sums, grad_norm=grad_norm.detach(), lr=lr,
-            items=sizes["items"], real_frames=sizes["real_frames"], target_frames=sizes["target_frames"], pairing=counts,
+            items=sizes["items"], real_frames=sizes["real_frames"], target_frames=sizes["target_frames"],
             step_s=time.perf_counter() - started, data_s=data_s, skipped=skipped,
         )
 
@@ -303,10 +308,7 @@ class Trainer:
         items: a micro-batch's weight is ``count_i / global_total * world_size``, the factor
         undoing DDP's average of the ranks' gradients. One process: the plain local totals.
         """
-        units: dict[str, float] = {}
-        for batch in batches:
-            for unit, count in unit_counts(batch.cond).items():
-                units[unit] = units.get(unit, 0.0) + count
+        units = unit_sums(b.cond for b in batches)
         names = sorted(units)
         sizes = [sum(b.x1.shape[0] for b in batches), sum(b.num_real_frames for b in batches),
                  sum(b.num_target_frames for b in batches)]
@@ -351,21 +353,27 @@ class Trainer:
     # ---- logging, evaluation, saving ----
 
     def log(self, record: dict[str, Any]) -> None:
+        """Send ``record`` (``kind``, ``step``, values) to every logger (none off rank 0)."""
         for logger in self.loggers:
             logger.log(record)
 
-    def maybe_log(self, stats: StepStats) -> None:
+    def log_step(self, stats: StepStats) -> None:
+        """Log the ``train`` record of the step just taken and rewrite the heartbeat.
+
+        Reads the step's device scalars back in one transfer (the log step's only sync).
+        """
         s, c = self.settings, self.counters
-        if c.step % s.log_every and c.step != s.steps:
-            return
+        terms = list(stats.terms.items()) if len(stats.terms) > 1 else []
+        loss, grad_norm, *values = torch.stack(
+            [stats.loss, stats.grad_norm.to(stats.loss.device), *(v for _, v in terms)]
+        ).tolist()
         record: dict[str, Any] = {
-            "kind": "train", "step": c.step, "loss": float(stats.loss), "lr": stats.lr,
-            "grad_norm": float(stats.grad_norm), "items": stats.items, "frames": stats.real_frames,
+            "kind": "train", "step": c.step, "loss": loss, "lr": stats.lr,
+            "grad_norm": grad_norm, "items": stats.items, "frames": stats.real_frames,
             "target_frames": stats.target_frames, "epoch": self.stream.position.epoch,
             "updates": c.updates, "skipped": c.skipped,
         }
-        if len(stats.terms) > 1:
-            record.update({f"loss/{name}": float(value) for name, value in stats.terms.items()})
+        record.update({f"loss/{name}": value for (name, _), value in zip(terms, values, strict=True)})
         if self._window.items and hasattr(self.settings.pairing, "cross_p"):
             record["cross_frac"] = self._window.cross_frac
             record["cross_fallback_frac"] = self._window.fallback_frac
@@ -425,9 +433,15 @@ class Trainer:
         return state
 
     def checkpoint_meta(self) -> dict[str, Any]:
+        """The checkpoint's ``meta.json``: the run's static meta plus counters and pairing totals."""
         return {**self.meta, "counters": self.counters.to_dict(), "pairing_totals": self.pairing_totals.to_dict()}
 
     def save(self) -> None:
+        """Commit ``checkpoints/step-<step>`` (rank 0 writes; every rank joins the gather).
+
+        Raises:
+            OSError: the write failed (`run` turns a full disk into a `TrainingError`).
+        """
         s, c = self.settings, self.counters
         state = self.state_dict()  # a collective under torch.distributed: every rank takes part
         if self.dist.is_main:

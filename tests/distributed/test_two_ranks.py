@@ -133,4 +133,5 @@ def test_stop_and_resume_with_two_ranks_is_bit_identical(two_ranks: Path, tmp_pa
 
 def test_resume_with_another_world_size_is_refused(two_ranks: Path) -> None:
     with pytest.raises(ResumeError, match="written by 2 training process.*same number.*--nproc 2"):
-        run.resume(two_ranks, device="cpu")
+        # More steps than the run's 4: a finished run is left untouched before any check.
+        run.resume(two_ranks, steps=8, device="cpu")
