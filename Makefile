@@ -1,5 +1,5 @@
 # The two quick-start commands (see README.md) and a few helpers.
-.PHONY: setup demo test test-slow lint bench
+.PHONY: setup demo test test-fast lint bench
 
 setup:
 	bash tools/setup.sh
@@ -11,12 +11,13 @@ demo: setup
 	else .venv/bin/flowkit train gin/quickstart.gin --out runs/quickstart; fi
 	.venv/bin/flowkit report runs/quickstart --samples 2
 
-# The test suite (what CI runs).
+# The whole test suite, slow tests included (what CI runs).
 test: setup
-	.venv/bin/python -m pytest -n 2 tests plugins/flowkit-tsamplers/tests
+	.venv/bin/python -m pytest -n 2 -m "slow or not slow" tests plugins/flowkit-tsamplers/tests
 
-test-slow: setup
-	.venv/bin/python -m pytest -m slow tests
+# The quick loop while developing: without the slow tests (kill loops, full-corpus runs).
+test-fast: setup
+	.venv/bin/python -m pytest -n 2 tests plugins/flowkit-tsamplers/tests
 
 lint: setup
 	.venv/bin/ruff check .

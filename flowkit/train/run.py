@@ -93,7 +93,7 @@ def _extra_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
     """
     missing = [str(p) for p in data if not Path(p).exists()]
     if missing:
-        raise DataError(f"--data {missing[0]} does not exist; give a store made by flowkit prepare (NAME.zarr)")
+        raise DataError(f"--data {missing[0]}: no such store (the path does not exist); give a store made by flowkit prepare (NAME.zarr)")
     out = []
     if data:
         paths = ", ".join(repr(str(Path(p).resolve())) for p in data)
