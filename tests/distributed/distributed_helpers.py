@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from flowkit.train import checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
@@ -83,18 +81,3 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
 def state_at(run_dir: Path, step: int) -> dict[str, Any]:
     return checkpoint.load_checkpoint(run_dir / "checkpoints" / checkpoint.checkpoint_name(step)).state
 
-
-def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
-    """Bit-equality of nested states (tensors compared with torch.equal)."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert set(a) == set(b), f"{where}: keys {sorted(set(a) ^ set(b))}"
-        for key in a:
-            assert_same_tensors(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same_tensors(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"

@@ -16,7 +16,6 @@ import torch
 from distributed_helpers import (
     BINDINGS,
     DEBUG_GIN,
-    assert_same_tensors,
     binding_args,
     check,
     launch,
@@ -25,6 +24,7 @@ from distributed_helpers import (
     torchrun_train,
     writes_of,
 )
+from state_compare import assert_same_tensors
 
 from flowkit.errors import ResumeError
 from flowkit.train import run

@@ -122,27 +122,4 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def final_state(run_dir: Path) -> dict[str, Any]:
-    from flowkit.train import checkpoint
 
-    path, skipped = checkpoint.find_latest(run_dir / "checkpoints")
-    assert path is not None, skipped
-    return checkpoint.load_checkpoint(path).state
-
-
-def assert_same(a: Any, b: Any, where: str = "") -> None:
-    """Bit-equality of nested states (tensors with torch.equal, dtype included)."""
-    import torch
-
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert set(a) == set(b), f"{where}: keys differ {sorted(set(a) ^ set(b), key=str)}"
-        for key in a:
-            assert_same(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"

@@ -13,7 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from train_helpers import DEBUG_GIN, TINY, assert_same_tensors, final_state, records
+from state_compare import assert_same_tensors, final_state
+from train_helpers import DEBUG_GIN, TINY, records
 
 pytestmark = pytest.mark.slow
 

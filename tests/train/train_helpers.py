@@ -6,9 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from flowkit.train import checkpoint, run
+from flowkit.train import run
 
 #: Bindings that make gin/debug.gin fit the tiny synthetic store (tests/train/conftest.py).
 TINY = (
@@ -38,26 +36,8 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
     return out
 
 
-def final_state(run_dir: Path) -> dict[str, Any]:
-    path, _ = checkpoint.find_latest(run_dir / "checkpoints")
-    assert path is not None
-    return checkpoint.load_checkpoint(path).state
 
 
-def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
-    """Bit-equality of nested states (tensors compared with torch.equal)."""
-    if isinstance(a, torch.Tensor):
-        assert isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b), where
-    elif isinstance(a, dict):
-        assert set(a) == set(b), f"{where}: keys {sorted(set(a) ^ set(b))}"
-        for key in a:
-            assert_same_tensors(a[key], b[key], f"{where}/{key}")
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same_tensors(x, y, f"{where}[{i}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
 
 
 class SignalAt:
