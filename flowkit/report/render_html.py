@@ -25,8 +25,10 @@ th { background: #f0f0f3; }
 dl.facts { display: grid; grid-template-columns: max-content auto; gap: .15em 1em; }
 dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 pre { background: #f6f6f8; padding: .8em; overflow-x: auto; font-size: 85%; }
-figure { margin: .8em 0; } figure img { max-width: 100%; }
-figcaption { font-size: 85%; color: #555; }
+/* two plots a row on a wide screen, one on a narrow one; each plot carries its own title */
+figure { display: inline-block; vertical-align: top; width: 49%; min-width: 420px; margin: .4em 0; }
+figure img { width: 100%; }
+.sample figure { width: 100%; max-width: 900px; }
 .sample { border: 1px solid #ddd; border-radius: 6px; padding: .6em 1em; margin: 1em 0; }
 .note { color: #666; font-style: italic; }
 audio { vertical-align: middle; margin: .2em .6em; }
@@ -40,8 +42,7 @@ def _e(text: object) -> str:
 def _img(figure: Figure) -> str:
     data = base64.b64encode(figure.png).decode("ascii")
     return (
-        f'<figure><img alt="{_e(figure.title)}" src="data:image/png;base64,{data}">'
-        f"<figcaption>{_e(figure.title)}</figcaption></figure>"
+        f'<figure><img alt="{_e(figure.title)}" title="{_e(figure.title)}" src="data:image/png;base64,{data}"></figure>'
     )
 
 
