@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from flowkit.train import checkpoint
+
+#: fields of a metrics record that measure wall time, so differ between equal runs
+TIMING = {"frames_per_s", "step_s", "data_s"}
 
 
 def final_state(run_dir: Path) -> dict[str, Any]:
@@ -31,3 +35,13 @@ def assert_same_tensors(a: Any, b: Any, where: str = "") -> None:
             assert_same_tensors(x, y, f"{where}[{i}]")
     else:
         assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+def records(run_dir: Path) -> list[dict[str, Any]]:
+    """train and eval records of ``metrics.jsonl`` without the timing fields."""
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)  # every line must parse: no torn line may survive a resume
+        if record["kind"] in ("train", "eval"):
+            out.append({k: v for k, v in record.items() if k not in TIMING})
+    return out

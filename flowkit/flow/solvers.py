@@ -31,32 +31,30 @@ def time_grid(steps: int, device: torch.device | str = "cpu") -> torch.Tensor:
     return torch.linspace(0.0, 1.0, int(steps) + 1, dtype=torch.float32, device=device)
 
 
-def _integrate(
-    step: Callable[[Field, torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor],
-    field: Field,
-    x0: torch.Tensor,
-    steps: int,
-) -> torch.Tensor:
-    """Apply ``step(field, x, t, h)`` over `time_grid` from ``x0 [b n d]``; the state at t=1."""
-    grid = time_grid(steps, x0.device)
-    x = x0
-    for t, t_next in zip(grid[:-1], grid[1:], strict=True):
-        x = step(field, x, t, t_next - t)
-    return x
-
-
-@register("solver", "euler")
-@attrs.frozen
-class Euler:
-    """Explicit Euler: one field evaluation per step (first order)."""
+class _FixedStepSolver:
+    """A solver on the uniform `time_grid`; subclasses define one ``step``."""
 
     def __call__(self, field: Field, x0: torch.Tensor, steps: int) -> torch.Tensor:
-        """``x1 [b n d]`` after ``steps`` Euler steps from ``x0 [b n d]``.
+        """``x1 [b n d]`` after ``steps`` steps of ``step`` from ``x0 [b n d]`` at t=0.
 
         Raises:
             ConfigError: ``steps`` < 1.
         """
-        return _integrate(self.step, field, x0, steps)
+        grid = time_grid(steps, x0.device)
+        x = x0
+        for t, t_next in zip(grid[:-1], grid[1:], strict=True):
+            x = self.step(field, x, t, t_next - t)
+        return x
+
+    @staticmethod
+    def step(field: Field, x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+@register("solver", "euler")
+@attrs.frozen
+class Euler(_FixedStepSolver):
+    """Explicit Euler: one field evaluation per step (first order)."""
 
     @staticmethod
     def step(field: Field, x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
@@ -66,16 +64,8 @@ class Euler:
 
 @register("solver", "midpoint")
 @attrs.frozen
-class Midpoint:
+class Midpoint(_FixedStepSolver):
     """Explicit midpoint (second-order Runge-Kutta): two field evaluations per step."""
-
-    def __call__(self, field: Field, x0: torch.Tensor, steps: int) -> torch.Tensor:
-        """``x1 [b n d]`` after ``steps`` midpoint steps from ``x0 [b n d]``.
-
-        Raises:
-            ConfigError: ``steps`` < 1.
-        """
-        return _integrate(self.step, field, x0, steps)
 
     @staticmethod
     def step(field: Field, x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

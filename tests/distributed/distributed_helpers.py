@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -27,7 +26,6 @@ BINDINGS = (
     "Trainer.dist_timeout_s = 120",
 )
 #: Fields that measure wall-clock time: the only ones allowed to differ after a resume.
-TIMING = {"frames_per_s", "step_s", "data_s"}
 
 
 def free_port() -> int:
@@ -69,13 +67,6 @@ def check(result: subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, f"exit {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
 
 
-def records(run_dir: Path) -> list[dict[str, Any]]:
-    out = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record["kind"] in ("train", "eval"):
-            out.append({k: v for k, v in record.items() if k not in TIMING})
-    return out
 
 
 def state_at(run_dir: Path, step: int) -> dict[str, Any]:

@@ -19,12 +19,11 @@ from distributed_helpers import (
     binding_args,
     check,
     launch,
-    records,
     state_at,
     torchrun_train,
     writes_of,
 )
-from state_compare import assert_same_tensors
+from state_compare import assert_same_tensors, records
 
 from flowkit.errors import ResumeError
 from flowkit.train import run

@@ -8,7 +8,6 @@ prepare` commits with): 2 speakers x 8 segments (6 train, 2 val each), 8 latent 
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import subprocess
@@ -35,7 +34,6 @@ TINY = (
     "Trainer.log_every = 1",
 )
 #: Wall-clock fields of a train record: the only ones a resumed run may change.
-TIMING = {"frames_per_s", "step_s", "data_s"}
 
 
 def segment(k: int, speaker: int, rng: np.random.Generator, *, latent_dim: int = 8, split: str = "train",
@@ -112,14 +110,6 @@ def assert_one_clear_line(result: subprocess.CompletedProcess, *fragments: str) 
     return errors[0]
 
 
-def records(run_dir: Path) -> list[dict[str, Any]]:
-    """train and eval records of ``metrics.jsonl`` without the timing fields."""
-    out = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)  # every line must parse: no torn line may survive a resume
-        if record["kind"] in ("train", "eval"):
-            out.append({k: v for k, v in record.items() if k not in TIMING})
-    return out
 
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from reliability_helpers import DEBUG_GIN, TINY, records
-from state_compare import assert_same_tensors, final_state
+from reliability_helpers import DEBUG_GIN, TINY
+from state_compare import assert_same_tensors, final_state, records
 
 from flowkit.errors import CheckpointError, ResumeError
 from flowkit.train import checkpoint, run

@@ -8,8 +8,8 @@ import errno
 from pathlib import Path
 
 import pytest
-from reliability_helpers import DEBUG_GIN, TINY, records
-from state_compare import assert_same_tensors, final_state
+from reliability_helpers import DEBUG_GIN, TINY
+from state_compare import assert_same_tensors, final_state, records
 
 from flowkit.errors import TrainingError
 from flowkit.train import checkpoint, run

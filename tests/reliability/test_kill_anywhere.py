@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 import pytest
-from reliability_helpers import env, flowkit_argv, records, train_argv
-from state_compare import assert_same_tensors, final_state
+from reliability_helpers import env, flowkit_argv, train_argv
+from state_compare import assert_same_tensors, final_state, records
 
 MODES = ("early", "in_save", "after_commit", "random")
 

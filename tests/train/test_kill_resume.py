@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-from state_compare import assert_same_tensors, final_state
-from train_helpers import DEBUG_GIN, TINY, records
+from state_compare import assert_same_tensors, final_state, records
+from train_helpers import DEBUG_GIN, TINY
 
 pytestmark = pytest.mark.slow
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from state_compare import assert_same_tensors, final_state
-from train_helpers import records, train, train_stopped_at
+from state_compare import assert_same_tensors, final_state, records
+from train_helpers import train, train_stopped_at
 
 from flowkit.errors import CheckpointError, ResumeError, TrainingError
 from flowkit.train import checkpoint, run

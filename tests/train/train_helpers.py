@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ TINY = (
     "Trainer.log_every = 1",
 )
 #: Fields that measure wall-clock time: the only ones allowed to differ after a resume.
-TIMING = {"frames_per_s", "step_s", "data_s"}
 DEBUG_GIN = Path(__file__).resolve().parents[2] / "gin" / "debug.gin"
 
 
@@ -26,14 +24,6 @@ def train(store: Path, out: Path, *extra: str, steps: int = 8, config: Path = DE
     return run.train([config], [*TINY, *extra], data=[store], out=out, steps=steps, device="cpu")
 
 
-def records(run_dir: Path) -> list[dict[str, Any]]:
-    """train and eval records of ``metrics.jsonl`` without the timing fields."""
-    out = []
-    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if record["kind"] in ("train", "eval"):
-            out.append({k: v for k, v in record.items() if k not in TIMING})
-    return out
 
 
 
