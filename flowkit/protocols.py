@@ -65,7 +65,7 @@ class BatchSampler(Protocol):
     def epoch_batches(
         self, lengths: np.ndarray, seed: int, epoch: int, *, rank: int = 0, world_size: int = 1
     ) -> Any:
-        """This rank's batches of epoch ``epoch`` (an `flowkit.train.batching.EpochPlan`)."""
+        """This rank's batches of epoch ``epoch`` (an `flowkit.batching.samplers.EpochPlan`)."""
         ...
 
 
@@ -148,7 +148,7 @@ class LRSchedule(Protocol):
 
 @runtime_checkable
 class Pairing(Protocol):
-    """Chooses prompt and target span for each item of a batch (see flowkit.train.pairing)."""
+    """Chooses prompt and target span for each item of a batch (see flowkit.batching.pairing)."""
 
     @property
     def draws_per_item(self) -> int:
@@ -160,6 +160,6 @@ class Pairing(Protocol):
         ...
 
     def plan(self, batch_indices: Sequence[int], segments: Sequence[Any], rng: np.random.Generator) -> list[Any]:
-        """An `flowkit.train.pairing.ItemPlan` per item: prompt and target span."""
+        """An `flowkit.batching.pairing.ItemPlan` per item: prompt and target span."""
         ...
 

@@ -86,10 +86,10 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "flowkit.data.text",
     "flowkit.data.encoders",
     "flowkit.data.aligners",
-    "flowkit.train.batching",
-    "flowkit.train.pairing",
+    "flowkit.batching.samplers",
+    "flowkit.batching.pairing",
     "flowkit.train.lr_schedules",
-    "flowkit.loggers.console",
+    "flowkit.loggers.progress",
     "flowkit.loggers.jsonl",
     "flowkit.loggers.tensorboard",
     "flowkit.loggers.wandb",
@@ -125,10 +125,6 @@ class Component:
     def parameters(self) -> list[tuple[str, str, str]]:
         """``(name, type, default)`` of each configurable parameter, in order (see `parameters_of`)."""
         return parameters_of(self.obj)
-
-    def parameter_names(self) -> list[str]:
-        """The names of `parameters`, in order."""
-        return [p[0] for p in self.parameters()]
 
 
 @attrs.frozen

@@ -31,26 +31,26 @@ def main() -> None:
 
     from conftest import write_store  # the tests' synthetic store writer
 
+    from flowkit.train import loop as trainer_mod
     from flowkit.train import run
-    from flowkit.train import trainer as trainer_mod
 
     with tempfile.TemporaryDirectory() as tmp:
         store = write_store(Path(tmp) / "bench.zarr", per_speaker=40, latent_dim=80)
         captured = {}
-        original_run = trainer_mod.Trainer.run
+        original_run = trainer_mod.TrainingLoop.run
 
         def capture(self):  # take the built trainer, do not train
             captured["trainer"] = self
             return "completed"
 
-        trainer_mod.Trainer.run = capture
+        trainer_mod.TrainingLoop.run = capture
         try:
             run.train([REPO / "gin" / "debug.gin"], [
                 f"model.dit.preset = '{args.preset}'", "Trainer.loggers = []", "Trainer.eval_every = None",
                 "batch_sampler.frame_budget.frame_budget = 2000", "batch_sampler.frame_budget.max_items = 16",
             ], data=[store], out=Path(tmp) / "run", steps=10**6, device="cpu")
         finally:
-            trainer_mod.Trainer.run = original_run
+            trainer_mod.TrainingLoop.run = original_run
         tr = captured["trainer"]
         batches, _ = tr.next_batches()
         batch = batches[0]

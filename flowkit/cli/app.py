@@ -45,7 +45,7 @@ EXIT_INTERRUPTED = 130
 
 
 def _fail(message: str, code: int) -> None:
-    from flowkit.cli.console import err_console
+    from flowkit.console import err_console
 
     err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True, highlight=False)
     raise typer.Exit(code)
@@ -132,7 +132,7 @@ def config(
 ) -> None:
     """Parse a config and print every binding in force, without training."""
     from flowkit import config as gin_config
-    from flowkit.cli.console import console
+    from flowkit.console import console
 
     parsed = gin_config.parse(files, binding or ())
     console.print(f"# files: {', '.join(str(f) for f in parsed.files)}", highlight=False, markup=False)

@@ -15,7 +15,7 @@ def print_table(comps: Sequence[Component], kind: str | None) -> None:
     """One row per component: kind, name, distribution, summary, parameters."""
     from rich.table import Table
 
-    from flowkit.cli.console import console
+    from flowkit.console import console
 
     title = f"flowkit components ({kind})" if kind else "flowkit components"
     table = Table(title=title, show_lines=False, expand=False)

@@ -26,8 +26,8 @@ def prepare(
     """Decode, check and encode audio into a latent store; print what was accepted and rejected."""
     import attrs
 
-    from flowkit.cli.console import console
     from flowkit.config import parse_bindings
+    from flowkit.console import console
     from flowkit.data import prepare as prep
     from flowkit.registry import get
 

@@ -1,5 +1,5 @@
 """``flowkit report`` and ``flowkit synthesize``: thin wrappers over `flowkit.report.build`
-and `flowkit.synth.cli_synthesize`. Only typer, pathlib and typing are imported here;
+and `flowkit.synth.synthesize`. Only typer, pathlib and typing are imported here;
 torch and matplotlib load inside the command bodies so ``--help`` stays fast.
 """
 
@@ -25,7 +25,7 @@ def report(
 
     Works on finished, interrupted and still-running runs.
     """
-    from flowkit.cli.console import console
+    from flowkit.console import console
     from flowkit.report.build import write_report
 
     files = write_report(run_dirs, out=out, samples=samples)
@@ -48,8 +48,8 @@ def synthesize(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the initial noise.")] = 0,
 ) -> None:
     """Synthesise one utterance to an audio file."""
-    from flowkit.cli.console import console
-    from flowkit.synth.cli_synthesize import synthesize_file
+    from flowkit.console import console
+    from flowkit.synth.synthesize import synthesize_file
 
     result = synthesize_file(
         checkpoint, text, out, prompt=prompt, prompt_text=prompt_text, steps=steps, cfg_strength=cfg,

@@ -73,7 +73,7 @@ def _finish(outcome: object) -> None:
 
     assert isinstance(outcome, RunOutcome)
     if outcome.interrupted:
-        from flowkit.cli.console import err_console
+        from flowkit.console import err_console
 
         err_console.print(
             f"stopped at step {outcome.step}; the checkpoint is saved. Continue with: "

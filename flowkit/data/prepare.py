@@ -266,7 +266,7 @@ def prepare_store(
         DataError: an input that cannot be read at all, ``out`` existing without
             ``append``, a store to append to that is invalid or has another encoder.
     """
-    from flowkit.cli.console import Progress
+    from flowkit.console import Progress
 
     settings = settings or PrepareSettings()
     encoder = settings.encoder if settings.encoder is not None else _default_encoder()

@@ -92,7 +92,7 @@ def sample_blocks(
                 language=im.language_id(seg.language),
             )
         )
-    from flowkit.cli.console import console
+    from flowkit.console import console
 
     what = f"synthesising {len(utterances)} sample(s) from {run_dir} ({im.label}, {steps} solver steps)"
     console.print(what + " ...", markup=False, highlight=False, soft_wrap=True)

@@ -108,12 +108,12 @@ def _run_components(config_text: str) -> tuple[Any, Any]:
     import gin
 
     from flowkit import config as gin_config
-    from flowkit.train.settings import TrainerSettings
+    from flowkit.train.settings import Trainer
 
     gin_config.parse([], [])  # loads plugins, clears gin's global state
     try:
         gin.parse_config(config_text)
-        settings = TrainerSettings()
+        settings = Trainer()
     except Exception as exc:  # gin raises many types; the config came from a checkpoint
         raise ConfigError(f"the checkpoint's config does not parse here: {gin_config.one_line(exc)}") from exc
     finally:

@@ -31,13 +31,13 @@ import attrs
 import numpy as np
 import torch
 
+from flowkit.batching.builder import BatchBuilder
+from flowkit.batching.collate import Batch
+from flowkit.batching.pairing import PairingCounts
 from flowkit.data.labels import EMOTIONS
 from flowkit.model.durations import durations_from_log, in_unit_chars
-from flowkit.train.batches import BatchBuilder
-from flowkit.train.collate import Batch
 from flowkit.train.ema import EMA
 from flowkit.train.objective import draw_flow, loss_names, loss_terms
-from flowkit.train.pairing import PairingCounts
 from flowkit.train.randomness import derive_seed, eval_generators
 
 __all__ = ["Evaluator", "FixedBatch"]
@@ -58,7 +58,7 @@ class Evaluator:
     Args:
         builder: builds validation batches (its dataset is the validation split).
         batch_sampler: the run's batch sampler (same budget as training).
-        settings: the run's `TrainerSettings` (schedule, t-sampler, losses, eval_batches, seed).
+        settings: the run's `Trainer` (schedule, t-sampler, losses, eval_batches, seed).
         model_config: the `DiTConfig` (text path, dur_cond).
         device: where the model lives; ``autocast``: bf16 autocast (CUDA only).
     """

@@ -39,7 +39,6 @@ __all__ = [
     "loss_terms",
     "unit_counts",
     "unit_sums",
-    "unit_totals",
 ]
 
 
@@ -78,12 +77,6 @@ def unit_sums(conds: Iterable[Conditions]) -> dict[str, float]:
         for unit, count in unit_counts(cond).items():
             sums[unit] = sums.get(unit, 0.0) + count
     return sums
-
-
-def unit_totals(conds: Iterable[Conditions]) -> dict[str, float]:
-    """`unit_sums` of one process, each at least 1 (a step without any unit of a term
-    adds nothing to it, and must not divide by zero)."""
-    return {unit: max(total, 1.0) for unit, total in unit_sums(conds).items()}
 
 
 def draw_flow(x1_shape: torch.Size, t_sampler: Any, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
@@ -152,7 +145,7 @@ def accumulate(
     """Backpropagate the step objective over ``micro_batches`` (gradients accumulate).
 
     ``micro_batches`` may be any iterable (a generator moves each batch to the device
-    just before its forward pass). ``totals`` are the step's unit totals (`unit_totals`).
+    just before its forward pass). ``totals`` are the step's unit totals (`unit_sums`, each at least 1).
 
     Returns:
         ``(loss, terms)``: the weighted step loss and each term's unit-weighted mean

@@ -1,4 +1,4 @@
-"""Start, resume and fine-tune training runs: everything between the CLI and `Trainer.run`.
+"""Start, resume and fine-tune training runs: everything between the CLI and `TrainingLoop.run`.
 
 - `train`: a new run from gin files into an empty (or checkpoint-free) directory.
 - `resume`: continue a run from its newest valid checkpoint, bit-identically; the run's
@@ -25,19 +25,19 @@ import torch
 
 from flowkit import config as gin_config
 from flowkit import registry
+from flowkit.batching.builder import BatchBuilder
+from flowkit.batching.collate import CFGDrop
+from flowkit.batching.pairing import PairingCounts
+from flowkit.batching.samplers import BatchStream
 from flowkit.errors import CheckpointError, ConfigError, DataError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
 from flowkit.train import checkpoint, compatibility, distributed
-from flowkit.train.batches import BatchBuilder
-from flowkit.train.batching import BatchStream
-from flowkit.train.collate import CFGDrop
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
+from flowkit.train.loop import Counters, TrainingLoop
 from flowkit.train.optimization import build_optimizer
-from flowkit.train.pairing import PairingCounts
 from flowkit.train.randomness import RandomStreams, derive_seed, seed_globals
-from flowkit.train.settings import TrainerSettings
-from flowkit.train.trainer import Counters, Trainer
+from flowkit.train.settings import Trainer
 from flowkit.train.workspace import Workspace, git_commit
 
 __all__ = ["RunOutcome", "default_run_dir", "init_from", "resume", "train"]
@@ -153,18 +153,18 @@ def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] =
         raise ResumeError(f"{run_dir} has no valid checkpoint ({reasons}); start it again with flowkit train")
     for bad, reason in skipped:
         # Loud, because the steps since ``path`` will be trained again.
-        from flowkit.cli.console import err_console
+        from flowkit.console import err_console
 
         err_console.print(f"warning: skipping checkpoint {bad}: {reason}; resuming from {path.name}",
                           markup=False, highlight=False, soft_wrap=True)
     loaded = checkpoint.load_checkpoint(path)
     parsed = gin_config.parse([workspace.config], [*bindings, *_extra_bindings((), steps)])
     allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(run_dir))
-    total = TrainerSettings().steps
+    total = Trainer().steps
     if loaded.step == total:
         # nothing to train: touch nothing (no resume record, no rewritten report), so a
         # restart loop can call resume until the run is done
-        from flowkit.cli.console import console
+        from flowkit.console import console
 
         console.print(f"{run_dir} is already complete ({loaded.step}/{total} steps); train longer with "
                       f"`flowkit resume {run_dir} --steps N`", markup=False, highlight=False, soft_wrap=True)
@@ -209,7 +209,7 @@ def init_from(
 # ---- composition -------------------------------------------------------------------------
 
 
-def _open_data(settings: TrainerSettings, aligned: bool) -> tuple[Any, Any]:
+def _open_data(settings: Trainer, aligned: bool) -> tuple[Any, Any]:
     from flowkit.data.dataset import LatentDataset
 
     stores = [Path(p) for p in settings.data]
@@ -229,7 +229,7 @@ def _open_data(settings: TrainerSettings, aligned: bool) -> tuple[Any, Any]:
     return train_set, val_set
 
 
-def _loggers(settings: TrainerSettings) -> list[Any]:
+def _loggers(settings: Trainer) -> list[Any]:
     jsonl = registry.get("logger", "jsonl").obj
     loggers = list(settings.loggers)
     if not any(isinstance(lg, jsonl) for lg in loggers):
@@ -238,7 +238,7 @@ def _loggers(settings: TrainerSettings) -> list[Any]:
 
 
 def _launch(workspace: Workspace, parsed: Any, device: torch.device, origin: _Origin) -> RunOutcome:
-    settings = TrainerSettings()
+    settings = Trainer()
     # Under torchrun: join the process group; rank 0 alone holds run.lock and writes the run.
     ctx, device = distributed.setup(device, timeout_s=settings.dist_timeout_s)
     ok = False
@@ -273,7 +273,7 @@ def _rank_state(state: dict[str, Any], ctx: distributed.DistContext, source: Pat
     return {"sampler": state["sampler"], "rng": state["rng"], "pairing_totals": state["pairing_totals"]}
 
 
-def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, device: torch.device,
+def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.device,
                 origin: _Origin, *, lock_takeover: dict[str, Any] | None,
                 ctx: distributed.DistContext | None = None) -> RunOutcome:
     ctx = ctx or distributed.DistContext()
@@ -368,7 +368,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
         loggers = _loggers(settings) if ctx.is_main else []
         for logger in loggers:
             logger.open(workspace.root, resumed=resumed, total_steps=settings.steps, start_step=step)
-        trainer = Trainer(
+        trainer = TrainingLoop(
             settings, model=model, ema=ema, optimizer=optimizer, stream=stream, streams=streams, builder=builder,
             evaluator=evaluator, workspace=workspace, loggers=loggers, device=device, meta=meta,
             counters=counters, pairing_totals=pairing_totals, resumed=resumed, dist=ctx,
@@ -391,7 +391,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: TrainerSettings, de
         val_set.close()
 
 
-def _write_workspace(workspace: Workspace, parsed: Any, settings: TrainerSettings, train_set: Any, val_set: Any,
+def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, train_set: Any, val_set: Any,
                      device: torch.device, model: torch.nn.Module, meta: dict[str, Any], origin: _Origin, *,
                      lock_takeover: dict[str, Any] | None, step: int) -> None:
     """Rank 0's files of a start or resume (``meta`` is the checkpoints' static meta)."""
@@ -450,7 +450,7 @@ def _plugin_versions() -> dict[str, str]:
     return out
 
 
-def _report(workspace: Workspace, settings: TrainerSettings, trainer: Trainer) -> str:
+def _report(workspace: Workspace, settings: Trainer, trainer: TrainingLoop) -> str:
     c = trainer.counters
     state = "completed" if c.step >= settings.steps else f"stopped at step {c.step} (continue: flowkit resume {workspace.root})"
     best = "-" if c.best_val_loss is None else f"{c.best_val_loss:.5f}"

@@ -2,8 +2,8 @@
 
 Every component of a run is a field here, named from gin (``Trainer.schedule =
 @schedule.cosine_vpred()``); everything else is a plain value with its default and where
-that default comes from. `TrainerSettings` only holds and checks values: the loop lives in
-`flowkit.train.trainer`.
+that default comes from. `Trainer` only holds and checks values: the loop lives in
+`flowkit.train.loop`.
 
 Defaults follow F5-TTS (Chen et al. 2024) for the optimisation of a flow-matching TTS
 DiT, except where a note says otherwise; ``gin/base.gin`` restates them for reading.
@@ -20,7 +20,7 @@ import gin
 from flowkit import registry
 from flowkit.errors import ConfigError
 
-__all__ = ["NONFINITE_POLICIES", "TrainerSettings"]
+__all__ = ["NONFINITE_POLICIES", "Trainer"]
 
 #: What a non-finite loss or gradient does: stop the run, or skip that update.
 NONFINITE_POLICIES = ("stop", "skip")
@@ -54,9 +54,9 @@ def _probability(instance: Any, attribute: attrs.Attribute, value: float) -> Non
         raise ConfigError(f"Trainer.{attribute.name} = {value!r} must be in [0, 1); e.g. 0.9999")
 
 
-@gin.configurable("Trainer")
+@gin.configurable("Trainer")  # the gin name is the class name
 @attrs.frozen
-class TrainerSettings:
+class Trainer:
     """Everything that defines a training run (gin: ``Trainer.<field>``).
 
     Components are built from the registry (``@model.dit()``, ``@loss.masked_mse()``, ...);

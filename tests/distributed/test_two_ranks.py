@@ -65,19 +65,19 @@ def test_only_rank_0_writes_the_run_directory(two_ranks: Path) -> None:
 
 def test_first_step_equals_one_process_on_the_union_of_both_batches(two_ranks: Path) -> None:
     from flowkit import config as gin_config
+    from flowkit.batching.builder import BatchBuilder
+    from flowkit.batching.collate import CFGDrop
+    from flowkit.batching.samplers import BatchStream
     from flowkit.data.dataset import LatentDataset
     from flowkit.data.demo import demo_store_path
     from flowkit.data.stats import compute_latent_stats
-    from flowkit.train.batches import BatchBuilder
-    from flowkit.train.batching import BatchStream
-    from flowkit.train.collate import CFGDrop
-    from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_totals
+    from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_sums
     from flowkit.train.optimization import build_optimizer, set_learning_rate
     from flowkit.train.randomness import RandomStreams, seed_globals
-    from flowkit.train.settings import TrainerSettings
+    from flowkit.train.settings import Trainer
 
     gin_config.parse([DEBUG_GIN], [*BINDINGS, "Trainer.steps = 4"])
-    s = TrainerSettings()
+    s = Trainer()
     data = LatentDataset.open([demo_store_path()], "train", min_frames=s.min_frames)
     try:
         stats = compute_latent_stats(data)
@@ -99,7 +99,7 @@ def test_first_step_equals_one_process_on_the_union_of_both_batches(two_ranks: P
         names = loss_names(s.losses)
         set_learning_rate(optimizer, s.lr * float(s.lr_schedule(0, s.steps)))
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = accumulate(model, s.schedule, s.losses, names, micro, unit_totals([m.cond for m in micro]),
+        loss, _ = accumulate(model, s.schedule, s.losses, names, micro, unit_sums([m.cond for m in micro]),
                              autocast=False)
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], s.grad_clip)
         optimizer.step()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flowkit.loggers.console import ConsoleLogger
+from flowkit.loggers.progress import ConsoleLogger
 from flowkit.registry import get
 
 

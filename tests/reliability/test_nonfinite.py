@@ -14,8 +14,9 @@ import pytest
 import torch
 from reliability_helpers import DEBUG_GIN, TINY
 
+from flowkit.batching import builder as batches
 from flowkit.errors import TrainingError
-from flowkit.train import batches, checkpoint, run
+from flowkit.train import checkpoint, run
 
 
 def _poison(monkeypatch: pytest.MonkeyPatch, steps: set[int]) -> None:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from flowkit.cli.app import app
 from flowkit.report.build import write_report
 from flowkit.report.rundir import read_run
-from flowkit.synth.cli_synthesize import synthesize_file
+from flowkit.synth.synthesize import synthesize_file
 
 HOP = 160  # encoder.log_mel default: 100 frames per second at 16 kHz
 AUDIO_URI = re.compile(r'<audio [^>]*src="data:audio/wav;base64,[A-Za-z0-9+/=]{100,}"')

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowkit.batching.samplers import BatchStream, BudgetError, FrameBudget, SamplerPosition
 from flowkit.errors import DataError, ResumeError
 from flowkit.registry import get
-from flowkit.train.batching import BatchStream, BudgetError, FrameBudget, SamplerPosition
 
 lengths_st = st.lists(st.integers(1, 400), min_size=1, max_size=120).map(
     lambda xs: np.asarray(xs, dtype=np.int64)

@@ -11,13 +11,17 @@ import pytest
 import torch
 
 from flowkit import registry
+from flowkit.batching.builder import BatchBuilder
+from flowkit.batching.collate import CFGDrop
 from flowkit.data.dataset import LatentDataset
 from flowkit.data.stats import compute_latent_stats
 from flowkit.data.text import build_vocab
 from flowkit.model.conditions import Conditions
-from flowkit.train.batches import BatchBuilder
-from flowkit.train.collate import CFGDrop
-from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_totals
+from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_sums
+
+
+def _unit_totals(conds) -> dict[str, float]:
+    return {unit: max(total, 1.0) for unit, total in unit_sums(conds).items()}
 
 
 def _slice(cond: Conditions, sl: slice) -> Conditions:
@@ -45,7 +49,7 @@ def setup(tiny_store: Path):
 
 def _grads(model: torch.nn.Module, micro: list[MicroBatch], losses) -> tuple[torch.Tensor, dict, list[torch.Tensor]]:
     model.zero_grad(set_to_none=True)
-    totals = unit_totals([m.cond for m in micro])
+    totals = _unit_totals([m.cond for m in micro])
     loss, terms = accumulate(model, registry.build("schedule", "flow_matching"), losses, loss_names(losses), micro,
                              totals, autocast=False)
     return loss, terms, [p.grad.clone() for p in model.parameters() if p.grad is not None]
@@ -68,6 +72,6 @@ def test_two_micro_batches_equal_one_batch(setup) -> None:
 
 def test_unit_totals_count_frames_and_in_unit_characters(setup) -> None:
     _, batch, *_ = setup
-    totals = unit_totals([batch.cond])
+    totals = _unit_totals([batch.cond])
     assert totals["frames"] == batch.num_target_frames
     assert 0 < totals["chars"] <= batch.num_chars

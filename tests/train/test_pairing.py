@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from flowkit.batching.pairing import CrossSegment, InClip, ItemPlan, PairingCounts, needed_indices
 from flowkit.data.dataset import SegmentInfo
 from flowkit.errors import ConfigError
 from flowkit.registry import get
-from flowkit.train.pairing import CrossSegment, InClip, ItemPlan, PairingCounts, needed_indices
 
 
 def segment(i, n, *, speaker="s1", store=0, text=None, units=None):

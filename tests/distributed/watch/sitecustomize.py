@@ -55,14 +55,14 @@ if _WATCH and _LOG and _RANK is not None:
 
 # ``FLOWKIT_TEST_FAIL_RANK=R``: rank R raises RuntimeError("injected failure") in its second
 # training step, or with ``FLOWKIT_TEST_FAIL_MODE=hang`` sleeps there for 10 minutes
-# (Trainer.train_step is wrapped when flowkit.train.trainer is imported).
+# (TrainingLoop.train_step is wrapped when flowkit.train.loop is imported).
 if os.environ.get("FLOWKIT_TEST_FAIL_RANK") is not None and os.environ.get("FLOWKIT_TEST_FAIL_RANK") == _RANK:
     import importlib.abc
     import importlib.machinery
 
     class _Inject(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path, target=None):  # noqa: ANN001, ANN201
-            if name != "flowkit.train.trainer":
+            if name != "flowkit.train.loop":
                 return None
             spec = importlib.machinery.PathFinder.find_spec(name, path)
             if spec is None or spec.loader is None:
@@ -71,7 +71,7 @@ if os.environ.get("FLOWKIT_TEST_FAIL_RANK") is not None and os.environ.get("FLOW
 
             def exec_module(module):  # noqa: ANN001, ANN202
                 original(module)
-                step = module.Trainer.train_step
+                step = module.TrainingLoop.train_step
 
                 def failing(self, lr):  # noqa: ANN001, ANN202
                     if self.counters.step == 1:
@@ -82,7 +82,7 @@ if os.environ.get("FLOWKIT_TEST_FAIL_RANK") is not None and os.environ.get("FLOW
                         raise RuntimeError("injected failure")
                     return step(self, lr)
 
-                module.Trainer.train_step = failing
+                module.TrainingLoop.train_step = failing
 
             spec.loader.exec_module = exec_module
             return spec

@@ -9,7 +9,7 @@ from typing import Any
 
 import attrs
 
-from flowkit.cli.console import Progress, console
+from flowkit.console import Progress, console
 from flowkit.registry import register
 
 __all__ = ["ConsoleLogger"]

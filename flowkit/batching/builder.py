@@ -14,8 +14,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flowkit.train.collate import Batch, CFGDrop, collate
-from flowkit.train.pairing import PairingCounts, needed_indices
+from flowkit.batching.collate import Batch, CFGDrop, collate
+from flowkit.batching.pairing import PairingCounts, needed_indices
 
 __all__ = ["BatchBuilder"]
 

@@ -1,4 +1,4 @@
-"""The training loop: `Trainer.run` tells the story, `Trainer.train_step` does one update.
+"""The training loop: `TrainingLoop.run` tells the story, `TrainingLoop.train_step` does one update.
 
 Shape legend: b batch, n frames, d latent channels, nt characters.
 
@@ -26,25 +26,25 @@ from typing import Any
 import attrs
 import torch
 
+from flowkit.batching.builder import BatchBuilder
+from flowkit.batching.collate import Batch
+from flowkit.batching.pairing import PairingCounts
+from flowkit.batching.samplers import BatchStream
 from flowkit.errors import TrainingError
 from flowkit.train import checkpoint, distributed
-from flowkit.train.batches import BatchBuilder
-from flowkit.train.batching import BatchStream
-from flowkit.train.collate import Batch
 from flowkit.train.distributed import DistContext
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
 from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_sums
 from flowkit.train.optimization import set_learning_rate
-from flowkit.train.pairing import PairingCounts
 from flowkit.train.randomness import RandomStreams
-from flowkit.train.settings import TrainerSettings
+from flowkit.train.settings import Trainer
 from flowkit.train.workspace import Workspace
 
 #: errno values of a write that failed for lack of space (disk, quota, file size limit).
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
-__all__ = ["Counters", "StepStats", "StopFlag", "Trainer"]
+__all__ = ["Counters", "StepStats", "StopFlag", "TrainingLoop"]
 
 
 @attrs.define
@@ -113,7 +113,7 @@ class StopFlag:
                 signal.signal(s, h)
 
 
-class Trainer:
+class TrainingLoop:
     """Owns the model, optimizer, EMA, batch stream and random streams of a run.
 
     Built by `flowkit.train.run` (which loads data, builds the model and restores a
@@ -122,7 +122,7 @@ class Trainer:
 
     def __init__(
         self,
-        settings: TrainerSettings,
+        settings: Trainer,
         *,
         model: torch.nn.Module,
         ema: EMA,

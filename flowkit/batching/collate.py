@@ -24,10 +24,10 @@ import attrs
 import numpy as np
 import torch
 
+from flowkit.batching.pairing import ItemPlan
 from flowkit.data.labels import emotion_id
 from flowkit.errors import ConfigError, DataError
 from flowkit.model.conditions import Conditions
-from flowkit.train.pairing import ItemPlan
 
 __all__ = ["TEXT_PATHS", "Batch", "CFGDrop", "collate"]
 
@@ -124,7 +124,7 @@ def _latents(latents_by_index: Mapping[int, np.ndarray], index: int, seg: Any) -
     except KeyError:
         raise DataError(
             f"collate: no latents for item {index} (segment {seg.segment_id}); read "
-            "flowkit.train.pairing.needed_indices(plans)"
+            "flowkit.batching.pairing.needed_indices(plans)"
         ) from None
     if x.ndim != 2 or x.shape[0] != seg.n_frames:
         raise DataError(
@@ -202,7 +202,7 @@ def collate(
         plans: one `ItemPlan` per item (from a pairing's ``plan``).
         segments: the dataset's `SegmentInfo` list (indexed by the plans' indices).
         latents_by_index: raw (un-normalised) latents ``[n_frames d]`` of every index the
-            plans name (`flowkit.train.pairing.needed_indices`).
+            plans name (`flowkit.batching.pairing.needed_indices`).
         vocab: character vocabulary (``encode(text) -> ids``, 0 = padding).
         stats: latent statistics; ``stats.normalize`` is applied per item.
         languages: the model's language list; id = position + 1, 0 for a language not in it.

@@ -13,7 +13,7 @@ earlier batch contained, and a resumed run draws the same numbers as the uninter
 one. ``cross_segment`` with ``cross_p == 0`` draws exactly what ``in_clip`` draws and
 returns identical plans.
 
-Layout of a cross-segment item (see `flowkit.train.collate`): ``[prompt frames | target
+Layout of a cross-segment item (see `flowkit.batching.collate`): ``[prompt frames | target
 segment frames]``, the text ``prompt text + " " + target text``; the whole target segment
 is the target span, as when synthesising new text after a reference clip.
 """
