@@ -1,8 +1,9 @@
 """Vocoders: latent frames -> audio.
 
-``vocoder.griffin_lim`` is the weight-free default for ``encoder.log_mel`` latents: the
-mel spectrogram is mapped back to a linear magnitude spectrogram through the pseudo-inverse
-of librosa's mel filterbank, and phase is recovered by fast Griffin-Lim (Griffin & Lim 1984; Perraudin et al.
+``vocoder.griffin_lim`` is the weight-free default for ``encoder.log_mel`` and
+``encoder.vocos_mel`` latents: the mel spectrogram is mapped back to a linear magnitude
+spectrogram through the pseudo-inverse of the encoder's librosa mel filterbank (Slaney for
+log_mel, HTK without area normalisation for vocos_mel), and phase is recovered by fast Griffin-Lim (Griffin & Lim 1984; Perraudin et al.
 2013 for the momentum variant), both as implemented by librosa. It is intelligible, not
 natural: neural vocoders are plugins of kind ``vocoder`` with the same call.
 """
@@ -18,11 +19,17 @@ import numpy as np
 from flowkit.errors import ConfigError
 from flowkit.registry import register
 
+#: librosa filterbank options of each encoder this vocoder inverts.
+_MEL_SCALES: dict[str, dict[str, Any]] = {
+    "log_mel": {},  # librosa's default: Slaney scale, area-normalised
+    "vocos_mel": {"htk": True, "norm": None},
+}
+
 
 @register("vocoder", "griffin_lim")
 @attrs.frozen
 class GriffinLim:
-    """Griffin-Lim phase recovery for log-mel latents (no weights).
+    """Griffin-Lim phase recovery for ``log_mel`` / ``vocos_mel`` latents (no weights).
 
     Args:
         n_iter: Griffin-Lim iterations; 32 is librosa's default, more is slower and cleaner.
@@ -42,16 +49,17 @@ class GriffinLim:
             encoder: the store's encoder record, ``{"name": "log_mel", "params": {...}}``.
 
         Raises:
-            ConfigError: the latents were not made by ``encoder.log_mel``, or their width is
+            ConfigError: the latents were not made by ``encoder.log_mel`` or
+                ``encoder.vocos_mel``, or their width is
                 not the encoder's ``n_mels``.
         """
         import librosa
 
         name = encoder.get("name")
         p = dict(encoder.get("params", {}))
-        if name != "log_mel":
+        if name not in _MEL_SCALES:
             raise ConfigError(
-                f"vocoder.griffin_lim inverts encoder.log_mel latents, not encoder.{name}; "
+                f"vocoder.griffin_lim inverts encoder.log_mel and encoder.vocos_mel latents, not encoder.{name}; "
                 "bind a vocoder made for that encoder (Trainer/report vocoder setting)"
             )
         latents = np.asarray(latents, dtype=np.float32)
@@ -64,7 +72,8 @@ class GriffinLim:
         fmax = p.get("fmax") or sr / 2
         mel = np.exp(latents.T.astype(np.float64))  # [d n] magnitude mel
         basis = librosa.filters.mel(
-            sr=sr, n_fft=int(p["n_fft"]), n_mels=int(p["n_mels"]), fmin=float(p.get("fmin", 0.0)), fmax=float(fmax)
+            sr=sr, n_fft=int(p["n_fft"]), n_mels=int(p["n_mels"]), fmin=float(p.get("fmin", 0.0)), fmax=float(fmax),
+            **_MEL_SCALES[name],
         )
         # pseudo-inverse, clipped at zero: librosa's NNLS inverse is ~50x slower for the
         # same Griffin-Lim result at these sizes
