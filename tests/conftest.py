@@ -1,4 +1,4 @@
-"""Shared fixtures: the full real corpus (skipped when absent) and a clean gin state."""
+"""Shared fixtures: the bundled demo clips, the full real corpus (skipped when absent), a clean gin state."""
 
 from __future__ import annotations
 
@@ -22,6 +22,15 @@ def corpus_dir() -> Path:
     if not (CORPUS / "metadata.csv").is_file():
         pytest.skip(f"full corpus not found at {CORPUS} (only the bundled demo ships with the repo)")
     return CORPUS
+
+
+@pytest.fixture
+def demo_clips() -> Path:
+    """The bundled real recordings (flowkit/demo/clips: metadata.csv + wavs/*.flac, 150 clips,
+    4 speakers, 5 languages): present in every clone, never skipped."""
+    from flowkit.data.demo import demo_clips_path
+
+    return demo_clips_path()
 
 
 @pytest.fixture(autouse=True)

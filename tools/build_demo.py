@@ -1,10 +1,16 @@
-"""Rebuild the bundled demo store ``flowkit/demo/asterisk5_demo.zarr`` from the shared corpus.
+"""Rebuild the bundled demo data from the shared corpus: the clips and the store made from them.
 
 Deterministic: the same corpus gives the same clips, store bytes and fingerprint. Picks
 30 clips per (speaker, language) pair - every other one of the 60 shortest, skipping the
-near-silent ``*_silence-N`` clips - so the demo holds all 4 speakers and 5 languages in
-about 4 MB. Log-mel latents (the default encoder), energy-aligner word timings
-(``units_estimated = True``), and at least 3 validation clips per speaker.
+near-silent ``*_silence-N`` clips - so the demo holds all 4 speakers and 5 languages.
+
+- ``flowkit/demo/clips/``: the 150 picked recordings as they are in the corpus (FLAC,
+  copied byte for byte, about 4.4 MB) with an LJSpeech-style ``metadata.csv``
+  (``id|text|speaker|language``) and ``ATTRIBUTION.md``: ``flowkit prepare`` input that
+  ships with every clone.
+- ``flowkit/demo/asterisk5_demo.zarr``: the same clips prepared - log-mel latents (the
+  default encoder), energy-aligner word timings (``units_estimated = True``), and at least
+  3 validation clips per speaker (about 4 MB).
 
 Usage: python tools/build_demo.py [--corpus ../shared/data/asterisk-5voice]
 """
@@ -12,7 +18,6 @@ Usage: python tools/build_demo.py [--corpus ../shared/data/asterisk-5voice]
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import tempfile
@@ -21,8 +26,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "asterisk-5voice"
 DEMO = REPO / "flowkit" / "demo" / "asterisk5_demo.zarr"
+CLIPS = REPO / "flowkit" / "demo" / "clips"
 PER_PAIR = 30
-CHUNK_FRAMES = 8192  # small chunks: the padded last chunk costs at most 1.3 MB in git
 
 
 def pick_clips(corpus: Path) -> list[dict[str, str]]:
@@ -43,6 +48,39 @@ def pick_clips(corpus: Path) -> list[dict[str, str]]:
     return picked
 
 
+def write_clips(clips: list[dict[str, str]], dest: Path) -> None:
+    """Copy the picked recordings into ``dest/wavs`` with their ``metadata.csv`` and attribution."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    (dest / "wavs").mkdir(parents=True)
+    for clip in clips:
+        shutil.copyfile(clip["audio"], dest / "wavs" / Path(clip["audio"]).name)
+    rows = "".join(f"{c['id']}|{c['text']}|{c['speaker']}|{c['language']}\n" for c in clips)
+    (dest / "metadata.csv").write_text(rows, encoding="utf-8")
+    (dest / "ATTRIBUTION.md").write_text(CLIPS_ATTRIBUTION.format(n=len(clips)), encoding="utf-8")
+
+
+CLIPS_ATTRIBUTION = """# Bundled demo clips: attribution
+
+`wavs/` holds {n} recordings (30 per language, FLAC, 16 kHz mono) from the **asterisk-5voice**
+corpus, unchanged; `metadata.csv` gives each one's transcript, speaker and language
+(`id|text|speaker|language`, pipe-separated, no header). They are rebuilt by
+`tools/build_demo.py`.
+
+| speaker | language(s) | recorded by | licence |
+|---|---|---|---|
+| allison | en (US), es (MX) | Allison Smith | CC-BY-SA-3.0 |
+| june | fr (CA) | June Wallack | CC-BY-SA-3.0 |
+| carlo | it | Carlo Flora | CC-BY-3.0 |
+| maxim | ru | Maxim Topal (ivrvoice.ru) | CC-BY-3.0 |
+
+Source: Debian packages asterisk-core-sounds-{{en,es,fr,it,ru}} and their -g722 variants
+(G.722 wideband, decoded to 16-bit PCM). Whoever redistributes these clips, or data derived
+from them, keeps the attribution above and the licence of each voice (the CC-BY-SA-3.0
+voices' recordings and derived data stay under CC-BY-SA-3.0).
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -50,18 +88,15 @@ def main() -> None:
     if not (args.corpus / "metadata.csv").is_file():
         sys.exit(f"build_demo: the asterisk-5voice corpus is not at {args.corpus} (pass --corpus DIR); "
                  "the bundled demo store is left as it is")
-    from flowkit.data.aligners import EnergyAligner
-    from flowkit.data.prepare import PrepareSettings, prepare_store
+    from flowkit.data.demo import demo_prepare_settings
+    from flowkit.data.prepare import prepare_store
     from flowkit.data.store import REJECTIONS_FILE
 
     clips = pick_clips(args.corpus)
+    write_clips(clips, CLIPS)
     with tempfile.TemporaryDirectory() as tmp:
-        manifest = Path(tmp) / "demo.jsonl"
-        manifest.write_text("".join(json.dumps(c, ensure_ascii=False) + "\n" for c in clips), encoding="utf-8")
         out = Path(tmp) / "asterisk5_demo.zarr"
-        settings = PrepareSettings(aligner=EnergyAligner(), chunk_frames=CHUNK_FRAMES, val_fraction=0.05,
-                                   min_val_per_speaker=3)
-        summary = prepare_store([manifest], out, settings=settings, workers=2, progress=False)
+        summary = prepare_store([CLIPS], out, settings=demo_prepare_settings(), workers=2, progress=False)
         if summary.rejected:
             sys.exit(f"build_demo: unexpected rejections {dict(summary.rejected)}; see {out / REJECTIONS_FILE}")
         (out / REJECTIONS_FILE).unlink()  # empty, and its paths would name the temporary folder
@@ -72,6 +107,8 @@ def main() -> None:
     files = sum(1 for p in DEMO.rglob("*") if p.is_file())
     print(f"demo store: {summary.accepted} clips, {summary.audio_seconds / 60:.1f} min, {size / 1e6:.1f} MB "
           f"in {files} files, fingerprint {summary.fingerprint[:16]} -> {DEMO.relative_to(REPO)}")
+    clip_bytes = sum(p.stat().st_size for p in CLIPS.rglob("*") if p.is_file())
+    print(f"demo clips: {len(clips)} recordings, {clip_bytes / 1e6:.1f} MB -> {CLIPS.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Every command in a ```bash block of README.md and docs/*.md is run, so the docs stay true.
 
-Each page runs in its own sandbox (a temporary folder with ``gin``, ``plugins`` and
-``.venv`` linked from the repository, and ``../shared`` linked when the shared corpus is
+Each page runs in its own sandbox (a temporary folder with ``gin``, ``plugins``,
+``tools``, ``flowkit`` (the bundled demo clips) and ``.venv`` linked from the repository, and ``../shared`` linked when the shared corpus is
 next to the clone), its commands in order, so later commands see what earlier ones made.
 Runs are cut short: ``train``/``init-from`` get ``--steps 2`` and quick evaluation and
 saving, ``resume`` gets ``--steps 3``. The few commands not run here are listed in
@@ -81,7 +81,7 @@ def shorten(argv: list[str]) -> list[str]:
 def sandbox(tmp_path: Path) -> Path:
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("gin", "plugins", ".venv", "tools"):
+    for name in ("gin", "plugins", ".venv", "tools", "flowkit"):
         (work / name).symlink_to(REPO / name)
     if SHARED.is_dir():
         (tmp_path / "shared").symlink_to(SHARED)
@@ -130,3 +130,23 @@ def test_shorten_caps_training_and_keeps_the_rest():
     assert argv[5:7] == ["--steps", "2"]
     assert shorten([".venv/bin/flowkit", "resume", "r"]) == [".venv/bin/flowkit", "resume", "r", "--steps", "3"]
     assert shorten(["ls", "-l"]) == ["ls", "-l"]
+
+
+@pytest.mark.parametrize("name", ["README.md", "docs/quickstart.md"])
+def test_first_hour_pages_need_only_the_clone(name):
+    """README's everyday commands and the quickstart run on a fresh clone: prepare -> train ->
+    init-from -> report on the bundled clips, never on ../shared."""
+    cmds = commands(REPO / name)
+    assert [c for c in cmds if "../shared" in c] == []
+    sub = [shlex.split(c)[1] for c in cmds if shlex.split(c)[0].endswith("flowkit")]
+    assert any("prepare flowkit/demo/clips" in c for c in cmds)
+    for step in ("prepare", "train", "init-from", "report"):
+        assert step in sub, f"{name} lacks a `flowkit {step}` step"
+
+
+def test_outputs_of_documented_commands_are_git_ignored(tmp_path):
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout")
+    paths = ["data/demo.zarr/zarr.json", "reports/e12-vs-e13/report.html", "hello.wav", "runs/e12/config.gin"]
+    out = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=REPO, capture_output=True, text=True)
+    assert sorted(out.stdout.split()) == sorted(paths)
