@@ -11,6 +11,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PYTHON="${PYTHON:-python3}"
+
+# espeak-ng: the phonemizer backend of the text.phonemes front end (a Debian package, no
+# pip wheel). Installed when missing and apt-get is usable (root); else text.phonemes says how.
+if ! command -v espeak-ng >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "setup: installing espeak-ng (apt)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq espeak-ng >/dev/null) \
+      || echo "setup: espeak-ng not installed; text.phonemes will not work until it is"
+  else
+    echo "setup: espeak-ng is missing (install it, e.g. apt-get install espeak-ng) for text.phonemes"
+  fi
+fi
 TORCH="${FLOWKIT_TORCH:-torch==2.13.0}"
 
 if [ ! -x .venv/bin/python ]; then

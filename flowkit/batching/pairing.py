@@ -42,7 +42,7 @@ __all__ = [
 #: Why an item chosen for a cross-segment prompt kept its in-clip prompt.
 FALLBACK_REASONS: dict[str, str] = {
     "no_speaker": "the segment has no speaker label",
-    "no_other_segment": "no other segment of the same (store, speaker)",
+    "no_other_segment": "no other segment of the same (corpus, speaker)",
     "prompt_too_short": "the chosen partner (or unit window) has fewer than min_prompt_frames",
     "prompt_too_long": "the partner exceeds max_prompt_frames and has no unit timings to cut it",
 }
@@ -52,6 +52,7 @@ class _Segment(Protocol):
     """The fields of `flowkit.data.dataset.SegmentInfo` that pairing reads."""
 
     store: int
+    corpus: int  # the --data path it came from: speakers are grouped within one
     speaker: str
     text: str
     n_frames: int
@@ -207,7 +208,7 @@ class InClip:
 
 @attrs.frozen
 class _Groups:
-    """Dataset indices grouped by ``(store, speaker)``; built once per segment list."""
+    """Dataset indices grouped by ``(corpus, speaker)``; built once per segment list."""
 
     segments: Sequence[_Segment]
     members: dict[tuple[int, str], list[int]]
@@ -218,7 +219,7 @@ class _Groups:
 class CrossSegment:
     """With probability ``cross_p`` the prompt is another segment of the same speaker (E12).
 
-    A chosen item draws a partner among the other segments of its ``(store, speaker)``
+    A chosen item draws a partner among the other segments of its ``(corpus, speaker)``
     group (speakers are only comparable within a store) and a prompt of
     ``[min_prompt_frames, max_prompt_frames]`` frames from it: the whole partner when it
     fits, otherwise a window of whole units (so the prompt text is known exactly);
@@ -266,13 +267,13 @@ class CrossSegment:
         members: dict[tuple[int, str], list[int]] = {}
         for i, s in enumerate(segments):
             if s.speaker:
-                members.setdefault((int(s.store), s.speaker), []).append(i)
+                members.setdefault((int(s.corpus), s.speaker), []).append(i)
         groups = _Groups(segments, members)
         self._cache["groups"] = groups
         return groups
 
     def eligible(self, segments: Sequence[_Segment]) -> np.ndarray:
-        """bool ``[N]``: items with at least one other segment of their (store, speaker)."""
+        """bool ``[N]``: items with at least one other segment of their (corpus, speaker)."""
         out = np.zeros(len(segments), dtype=bool)
         if self.cross_p == 0:
             return out

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from flowkit.cli import data as data_cmd
 from flowkit.cli import prepare as prepare_cmd
 from flowkit.cli import report as report_cmd
 from flowkit.cli import train as train_cmd
@@ -142,6 +143,7 @@ def config(
 
 
 app.command("prepare")(guarded(prepare_cmd.prepare))
+app.command("data")(guarded(data_cmd.data))
 app.command("train")(guarded(train_cmd.train))
 app.command("resume")(guarded(train_cmd.resume))
 app.command("init-from")(guarded(train_cmd.init_from))

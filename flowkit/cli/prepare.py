@@ -12,8 +12,8 @@ import typer
 
 
 def prepare(
-    inputs: Annotated[list[Path], typer.Argument(help="Folders with metadata.csv + wavs/, or .jsonl/.csv manifests.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The store to write, e.g. data/corpus.zarr.")],
+    inputs: Annotated[list[Path], typer.Argument(help="Folders with metadata.csv + wavs/, .jsonl/.csv manifests, LibriTTS folders, Lhotse manifests, Hugging Face save_to_disk folders or parquet files.")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="The store to write, e.g. data/corpus.zarr (with --shard: the folder of shard stores).")],
     encoder: Annotated[str, typer.Option(help="Encoder plugin (see `flowkit plugins encoder`).")] = "log_mel",
     binding: Annotated[list[str] | None, typer.Option("--binding", "-b", help='gin binding, e.g. -b "prepare.max_seconds = 12" or -b "encoder.log_mel.n_mels = 100".')] = None,
     workers: Annotated[int, typer.Option(help="Worker processes that decode and encode (the parent writes).")] = 2,
@@ -21,6 +21,9 @@ def prepare(
     textgrids: Annotated[Path | None, typer.Option(help="Folder of Montreal Forced Aligner TextGrids (<id>.TextGrid or <speaker>/<id>.TextGrid).")] = None,
     align: Annotated[str | None, typer.Option(help="Aligner plugin that estimates word timings where no TextGrid exists, e.g. 'energy'.")] = None,
     layout: Annotated[str | None, typer.Option(help="metadata.csv columns, e.g. id,text,speaker,language (default: auto).")] = None,
+    input_format: Annotated[str, typer.Option("--format", help="Input kind: auto, ljspeech, manifest, libritts, lhotse, hf (default: by what each input is).")] = "auto",
+    shard: Annotated[str | None, typer.Option(help="Write only part INDEX of COUNT (INDEX from 0) as OUT/shard-INDEX-of-COUNT.zarr, e.g. --shard 0/4.")] = None,
+    summary: Annotated[bool, typer.Option("--summary", help="Then print the data summary of the store (as `flowkit data`).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Decode, check and encode audio into a latent store; print what was accepted and rejected."""
@@ -29,8 +32,10 @@ def prepare(
     from flowkit.config import parse_bindings
     from flowkit.console import console
     from flowkit.data import prepare as prep
+    from flowkit.data.shards import parse_shard
     from flowkit.registry import get
 
+    part = parse_shard(shard) if shard is not None else None
     parse_bindings(binding or ())
     settings = prep.PrepareSettings()
     changes = {"encoder": settings.encoder or get("encoder", encoder).obj()}
@@ -39,13 +44,17 @@ def prepare(
     if layout is not None:
         changes["layout"] = layout
     settings = attrs.evolve(settings, **changes)
-    summary = prep.prepare_store(inputs, out, settings=settings, workers=workers, append=append,
-                                 textgrids=textgrids, progress=not quiet)
+    done = prep.prepare_store(inputs, out, settings=settings, workers=workers, append=append,
+                              textgrids=textgrids, progress=not quiet, input_format=input_format, shard=part)
     from rich.table import Table
 
     table = Table(title="flowkit prepare", show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
-    for what, value in summary.table_rows():
+    for what, value in done.table_rows():
         table.add_row(what, value)
     console.print(table)
+    if summary:
+        from flowkit.cli.data import print_summary
+
+        print_summary([done.store])

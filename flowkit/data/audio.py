@@ -7,6 +7,7 @@ amplitude 1); loudness is ITU-R BS.1770-4 integrated loudness in LUFS (pyloudnor
 from __future__ import annotations
 
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -25,8 +26,9 @@ class AudioError(Exception):
         self.detail = detail
 
 
-def load_audio(path: Path, sample_rate: int) -> np.ndarray:
-    """Decode ``path`` with soundfile, mix down to mono and resample to ``sample_rate`` (soxr HQ).
+def load_audio(path: Path | BinaryIO, sample_rate: int) -> np.ndarray:
+    """Decode ``path`` (a file, or an open binary file such as encoded bytes in a
+    ``BytesIO``) with soundfile, mix down to mono and resample to ``sample_rate`` (soxr HQ).
 
     Returns:
         float32 ``[samples]`` at ``sample_rate`` Hz.
@@ -36,14 +38,28 @@ def load_audio(path: Path, sample_rate: int) -> np.ndarray:
             ``empty`` (no samples).
     """
     import soundfile as sf
-    import soxr
 
     try:
-        audio, sr = sf.read(str(path), dtype="float32", always_2d=True)
+        audio, sr = sf.read(path if hasattr(path, "read") else str(path), dtype="float32", always_2d=True)
     except Exception as exc:  # soundfile raises LibsndfileError, RuntimeError, OSError...
         raise AudioError("unreadable", f"{type(exc).__name__}: {exc}") from None
+    return mono_resampled(audio, int(sr), sample_rate)
+
+
+def mono_resampled(audio: np.ndarray, sr: int, sample_rate: int) -> np.ndarray:
+    """``audio`` ``[samples channels]`` at ``sr`` Hz, mixed to mono and resampled to ``sample_rate`` (soxr HQ).
+
+    Returns:
+        float32 ``[samples]``.
+
+    Raises:
+        AudioError: ``empty`` (no samples) or ``unreadable`` (non-finite samples).
+    """
+    import soxr
+
     if audio.shape[0] == 0:
         raise AudioError("empty", "the file holds no samples")
+    audio = audio.astype(np.float32, copy=False)
     mono = audio.mean(axis=1, dtype=np.float32) if audio.shape[1] > 1 else audio[:, 0]
     if sr != sample_rate:
         mono = soxr.resample(mono, sr, sample_rate, quality="HQ").astype(np.float32, copy=False)

@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flowkit.data.shards import expand_stores
 from flowkit.data.store import StoreReader
 from flowkit.errors import DataError
 
@@ -49,6 +50,13 @@ class SegmentInfo:
     n_frames: int
     units: tuple[tuple[int, int, int, int], ...] | None = None
     units_estimated: bool = False
+    #: the ``--data`` path the segment came from (the shards of one folder are one corpus);
+    #: cross-segment pairing finds a speaker's other segments within a corpus
+    corpus: int = attrs.field()
+
+    @corpus.default
+    def _corpus_is_store(self) -> int:
+        return self.store
 
 
 @attrs.frozen
@@ -141,14 +149,18 @@ class LatentDataset:
     ) -> LatentDataset:
         """Open ``stores`` and keep the valid segments of ``split`` (None: every split).
 
+        A path that is a folder of ``prepare --shard`` stores stands for all its shards.
+
         Raises:
-            DataError: no store given, or a store that cannot be read (see `StoreReader.open`).
+            DataError: no store given, a store that cannot be read (see `StoreReader.open`),
+                or a shard folder with a shard missing or unfinished.
         """
         if isinstance(stores, (str, os.PathLike)):
             stores = [stores]
         if not stores:
             raise DataError("no latent store given; pass at least one path built by `flowkit prepare`")
-        readers = [StoreReader.open(p) for p in stores]
+        paths, corpus_of = expand_stores(stores)  # a folder of --shard stores is their union
+        readers = [StoreReader.open(p) for p in paths]
         report = LoadReport(split, [str(r.path) for r in readers])
         segments: list[SegmentInfo] = []
         first = readers[0]
@@ -178,6 +190,7 @@ class LatentDataset:
                     loudness=int(reader.numeric["loudness"][row]), split=reader.strings["split"][row],
                     text=reader.strings["text"][row], n_frames=int(reader.lengths[row]),
                     units=reader.segment_units(row), units_estimated=bool(reader.numeric["units_estimated"][row]),
+                    corpus=corpus_of[index],
                 ))
         report.accepted = len(segments)
         options = {"min_frames": min_frames, "max_frames": max_frames,

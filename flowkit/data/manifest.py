@@ -23,6 +23,7 @@ import math
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -41,7 +42,7 @@ class Item:
     """One clip to prepare, as the input describes it (nothing decoded yet)."""
 
     segment_id: str
-    audio: Path
+    audio: Any  # a Path, or an `flowkit.data.importers.sources.AudioSource` (audio inside a dataset)
     text: str
     speaker: str
     language: str
@@ -104,10 +105,15 @@ def _find_audio(wavs: Path, segment_id: str) -> Path | None:
     return None
 
 
-def _item_from_fields(
-    fields: dict[str, str], audio: Path | None, source: str, default_speaker: str, default_language: str,
+def item_from_fields(
+    fields: dict[str, str], audio: Any, source: str, default_speaker: str, default_language: str,
     languages: Sequence[str] | None,
 ) -> Item | Rejection:
+    """One `Item` from an input's fields (``id``, ``text``/``normalized_text``, ``speaker``,
+    ``language``, ``emotion``, ``intensity``, ``split``), or the `Rejection` saying what is wrong.
+
+    ``audio`` is a file path or an audio source; None means the audio is missing.
+    """
     segment_id = fields.get("id", "").strip()
     if not segment_id:
         return Rejection("", "missing_id", "the line has no id", source)
@@ -165,7 +171,7 @@ def read_metadata_dir(
             continue
         fields = dict(zip(columns, parts, strict=True))
         audio = _find_audio(root / "wavs", fields["id"].strip()) if fields["id"].strip() else None
-        yield _item_from_fields(fields, audio, source, speaker, default_language, languages)
+        yield item_from_fields(fields, audio, source, speaker, default_language, languages)
 
 
 def read_manifest(
@@ -217,7 +223,7 @@ def read_manifest(
         fields.setdefault("id", "")
         if not fields["id"].strip():
             fields["id"] = audio.stem
-        yield _item_from_fields(fields, audio if audio.is_file() else None, source, speaker, default_language, languages)
+        yield item_from_fields(fields, audio if audio.is_file() else None, source, speaker, default_language, languages)
 
 
 def read_inputs(

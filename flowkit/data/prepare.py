@@ -28,8 +28,11 @@ import numpy as np
 from flowkit.data import aligners as _aligners  # noqa: F401  registers aligner.energy
 from flowkit.data import audio as audio_mod
 from flowkit.data import encoders as _encoders  # noqa: F401  registers encoder.log_mel
+from flowkit.data.importers import read_inputs
+from flowkit.data.importers.sources import load_item_audio
 from flowkit.data.labels import loudness_bucket, rate_bucket
-from flowkit.data.manifest import Item, Rejection, read_inputs
+from flowkit.data.manifest import Item, Rejection
+from flowkit.data.shards import shard_of, shard_store_path
 from flowkit.data.store import (
     DEFAULT_CHUNK_FRAMES,
     REJECTIONS_FILE,
@@ -77,6 +80,7 @@ class PrepareSummary:
     wall_seconds: float = 0.0
     total_segments: int = 0  # in the store after this run
     fingerprint: str = ""
+    skipped: bool = False  # a shard found complete: nothing was decoded
 
     @property
     def speed(self) -> float:
@@ -84,6 +88,9 @@ class PrepareSummary:
         return self.decoded_seconds / self.wall_seconds if self.wall_seconds > 0 else math.inf
 
     def table_rows(self) -> list[tuple[str, str]]:
+        if self.skipped:
+            return [("shard", "already complete: nothing to do"), ("segments in store", str(self.total_segments)),
+                    ("store", str(self.store))]
         rows = [("accepted", str(self.accepted))]
         rows += [(f"rejected: {reason}", str(n)) for reason, n in sorted(self.rejected.items())]
         rows += [(f"warning: {reason}", str(n)) for reason, n in sorted(self.warnings.items())]
@@ -133,7 +140,7 @@ def process_item(item: Item) -> dict[str, Any]:
         return {"rejection": Rejection(item.segment_id, reason, detail, item.source), "seconds": seconds}
 
     try:
-        wave = audio_mod.load_audio(item.audio, sr)
+        wave = load_item_audio(item.audio, sr)
     except audio_mod.AudioError as exc:
         return reject(exc.reason, exc.detail)
     seconds = len(wave) / sr
@@ -196,35 +203,35 @@ def split_hash(segment_id: str) -> float:
     return int.from_bytes(hashlib.sha256(segment_id.encode("utf-8")).digest()[:8], "big") / 2.0**64
 
 
-def assign_splits(records: list[dict[str, Any]], explicit: list[str | None], settings: PrepareSettings,
-                  speakers_with_val: set[str]) -> None:
-    """Set each record's ``split``: explicit wins; else val when `split_hash` < val_fraction.
+def plan_splits(items: Sequence[Item], settings: PrepareSettings, speakers_with_val: set[str]) -> dict[str, str]:
+    """The split of every listed item, keyed by segment id, planned before any audio is decoded.
 
-    Each speaker with more than ``min_val_per_speaker`` segments (and no val segment yet
-    in the store) then gets at least that many val segments: those of smallest hash.
+    An explicit split wins; else "val" when `split_hash` < ``val_fraction``. Each speaker
+    with more than ``min_val_per_speaker`` listed items (and no val segment yet in the
+    store) then gets at least that many val items: those of smallest hash. Planned from
+    the listing, not from the accepted clips, so every shard of a sharded prepare (which
+    reads the whole listing but decodes only its part) plans the same split; a val item
+    rejected later leaves its speaker one val segment short.
     """
-    by_speaker: dict[str, list[int]] = {}
+    splits: dict[str, str] = {}
+    by_speaker: dict[str, list[tuple[float, str]]] = {}
     explicit_val: Counter[str] = Counter()
-    hashes: dict[int, float] = {}
-    for k, record in enumerate(records):
-        if explicit[k] is not None:
-            record["split"] = explicit[k]
-            if explicit[k] == "val":
-                explicit_val[record["speaker"]] += 1
-        else:
-            hashes[k] = split_hash(record["segment_id"])
-            record["split"] = "val" if hashes[k] < settings.val_fraction else "train"
-            by_speaker.setdefault(record["speaker"], []).append(k)
+    for item in items:
+        if item.split is not None:
+            splits[item.segment_id] = item.split
+            explicit_val[item.speaker] += item.split == "val"
+            continue
+        h = split_hash(item.segment_id)
+        splits[item.segment_id] = "val" if h < settings.val_fraction else "train"
+        by_speaker.setdefault(item.speaker, []).append((h, item.segment_id))
     want = settings.min_val_per_speaker
     for speaker, rows in by_speaker.items():
         if speaker in speakers_with_val or len(rows) <= want:
             continue
-        have = sum(1 for k in rows if records[k]["split"] == "val")
-        need = want - have - explicit_val[speaker]
-        if need > 0:
-            candidates = sorted((k for k in rows if records[k]["split"] != "val"), key=hashes.__getitem__)
-            for k in candidates[:need]:
-                records[k]["split"] = "val"
+        need = want - sum(1 for _, sid in rows if splits[sid] == "val") - explicit_val[speaker]
+        for _, sid in sorted(r for r in rows if splits[r[1]] != "val")[: max(0, need)]:
+            splits[sid] = "val"
+    return splits
 
 
 def _results(items: list[Item], workers: int, init_args: tuple) -> Iterator[dict[str, Any]]:
@@ -259,12 +266,20 @@ def prepare_store(
     append: bool = False,
     textgrids: Path | None = None,
     progress: bool = True,
+    input_format: str = "auto",
+    shard: tuple[int, int] | None = None,
 ) -> PrepareSummary:
     """Build (or, with ``append``, extend) the store ``out`` from ``inputs``.
 
+    ``input_format`` is one of `flowkit.data.importers.FORMATS` ("auto": by what each input
+    is). ``shard=(i, n)`` makes ``out`` a folder and writes only the i-th of n parts, to
+    ``out/shard-<i>-of-<n>.zarr`` (`flowkit.data.shards`); a shard already complete there
+    is left as it is and reported as skipped.
+
     Raises:
         DataError: an input that cannot be read at all, ``out`` existing without
-            ``append``, a store to append to that is invalid or has another encoder.
+            ``append``, a store to append to that is invalid or has another encoder,
+            ``shard`` with ``append``, or ``shard`` with ``out`` a store.
     """
     from flowkit.console import Progress
 
@@ -280,6 +295,19 @@ def prepare_store(
         except ImportError:
             raise DataError("--textgrids needs praatio: pip install 'flowkit[textgrid]'") from None
     started = time.perf_counter()
+    if shard is not None:
+        if append:
+            raise DataError("--shard and --append do not go together: a sharded prepare writes new shard stores; "
+                            "prepare new data into another --out folder and give both to --data")
+        if (out / "zarr.json").is_file() or (out.exists() and not out.is_dir()):
+            raise DataError(f"--out {out} is a store or a file; with --shard, --out names the folder that holds the shards")
+        out = shard_store_path(out, *shard)
+        if (out / "zarr.json").is_file():
+            reader = StoreReader.open(out)  # a complete shard of an earlier run: nothing to redo
+            done = PrepareSummary(out, total_segments=reader.n_segments, fingerprint=reader.attrs["fingerprint"],
+                                  skipped=True, wall_seconds=time.perf_counter() - started)
+            reader.close()
+            return done
     summary = PrepareSummary(out)
     rejections: list[Rejection] = []
 
@@ -298,21 +326,32 @@ def prepare_store(
             frame_rate=float(encoder.frame_rate), sample_rate=int(encoder.sample_rate),
             latent_dim=int(encoder.latent_dim), latent_dtype=settings.latent_dtype,
             chunk_frames=settings.chunk_frames,
-            extra_attrs={"aligner": None if aligner is None else _registered_name("aligner", aligner)},
+            extra_attrs={"aligner": None if aligner is None else _registered_name("aligner", aligner),
+                         **({"shard": {"index": shard[0], "count": shard[1]}} if shard else {})},
         )
     try:
         items: list[Item] = []
         seen = set(writer.segment_ids)
+        listed: list[Item | Rejection] = []
         for entry in read_inputs([Path(p) for p in inputs], settings.layout, settings.default_speaker,
-                                 settings.default_language, settings.languages):
+                                 settings.default_language, settings.languages, input_format):
             if isinstance(entry, Rejection):
-                rejections.append(entry)
+                listed.append(entry)
             elif entry.segment_id in seen:
-                rejections.append(Rejection(entry.segment_id, "duplicate_id", "segment id already used", entry.source))
+                listed.append(Rejection(entry.segment_id, "duplicate_id", "segment id already used", entry.source))
             else:
                 seen.add(entry.segment_id)
                 items.append(entry)
-        explicit: list[str | None] = []
+                listed.append(entry)
+        # planned from the whole listing: every shard plans the same split
+        splits = plan_splits(items, settings, _speakers_with_val(writer))
+        if shard is not None:  # keep this part's items and rejections (those without an id go to part 0)
+            mine = [e for e in listed if (shard_of(e.segment_id, shard[1]) if e.segment_id else 0) == shard[0]]
+            items = [e for e in mine if isinstance(e, Item)]
+            rejections += [e for e in mine if isinstance(e, Rejection)]
+        else:
+            rejections += [e for e in listed if isinstance(e, Rejection)]
+        del listed
         init_args = (settings, encoder, aligner, Path(textgrids) if textgrids else None)
         with Progress("prepare", total=len(items), unit="clips", plain_every=max(1, len(items) // 10),
                       enabled=progress) as bar:
@@ -324,10 +363,10 @@ def prepare_store(
                     writer.add(SegmentRecord(
                         segment_id=item.segment_id, speaker=item.speaker, language=item.language,
                         emotion=item.emotion, intensity=item.intensity, rate=result["rate"],
-                        loudness=result["loudness"], split="", text=item.text, latents=result["latents"],
+                        loudness=result["loudness"], split=splits[item.segment_id], text=item.text,
+                        latents=result["latents"],
                         units=result["units"], units_estimated=result["units_estimated"],
                     ))
-                    explicit.append(item.split)
                     summary.accepted += 1
                     summary.audio_seconds += result["seconds"]
                     if result["warning"]:
@@ -335,8 +374,6 @@ def prepare_store(
                 elapsed = time.perf_counter() - started
                 bar.update(1, ok=summary.accepted, rejected=len(rejections),
                            xrt=summary.decoded_seconds / max(elapsed, 1e-9))
-        speakers_with_val = _speakers_with_val(writer)
-        assign_splits(writer.records, explicit, settings, speakers_with_val)
         _write_rejections(writer, rejections)
         final = writer.commit()
     except BaseException:
@@ -382,4 +419,4 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-__all__ = ["PrepareSettings", "PrepareSummary", "assign_splits", "prepare_store", "process_item"]
+__all__ = ["PrepareSettings", "PrepareSummary", "plan_splits", "prepare_store", "process_item"]
