@@ -20,6 +20,12 @@ def report(
         Path | None,
         typer.Option("--out", help="Output folder. Default: the run directory (one run), ./report-<timestamp> (several)."),
     ] = None,
+    vocoder: Annotated[
+        str | None, typer.Option("--vocoder", help="Vocoder of the samples (griffin_lim, vocos, ...); default: the run's Trainer.vocoder, else griffin_lim.")
+    ] = None,
+    vocoder_path: Annotated[
+        Path | None, typer.Option("--vocoder-path", help="Directory of the vocoder's files (vocos: config.yaml + pytorch_model.bin).")
+    ] = None,
 ) -> None:
     """Write report.md and a self-contained report.html (plots, tables, audio samples).
 
@@ -28,7 +34,12 @@ def report(
     from flowkit.console import console
     from flowkit.report.build import write_report
 
-    files = write_report(run_dirs, out=out, samples=samples)
+    chosen = None
+    if vocoder is not None or vocoder_path is not None:
+        from flowkit.synth.vocoders import choose_vocoder
+
+        chosen = choose_vocoder(vocoder, vocoder_path)
+    files = write_report(run_dirs, out=out, samples=samples, vocoder=chosen)
     console.print(f"wrote {files.markdown} and {files.html}", highlight=False, markup=False)
 
 
@@ -46,17 +57,37 @@ def synthesize(
     language: Annotated[str, typer.Option("--language", help="Language code of the text (e.g. en).")] = "",
     raw: Annotated[bool, typer.Option("--raw", help="Use the raw weights instead of the EMA weights.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the initial noise.")] = 0,
+    vocoder: Annotated[
+        str | None, typer.Option("--vocoder", help="griffin_lim, vocos, or a plugin's; default: the run's Trainer.vocoder, else griffin_lim.")
+    ] = None,
+    vocoder_path: Annotated[
+        Path | None, typer.Option("--vocoder-path", help="Directory of the vocoder's files (vocos: config.yaml + pytorch_model.bin); alone, it means --vocoder vocos.")
+    ] = None,
+    loudness: Annotated[
+        float | None, typer.Option("--loudness", help="Normalise to this integrated loudness (LUFS, e.g. -23); default: keep the vocoder's level.")
+    ] = None,
 ) -> None:
     """Synthesise one utterance to an audio file."""
     from flowkit.console import console
     from flowkit.synth.synthesize import synthesize_file
 
+    chosen = None
+    if vocoder is not None or vocoder_path is not None:
+        from flowkit.synth.vocoders import choose_vocoder
+
+        chosen = choose_vocoder(vocoder, vocoder_path)
     result = synthesize_file(
         checkpoint, text, out, prompt=prompt, prompt_text=prompt_text, steps=steps, cfg_strength=cfg,
-        seconds=seconds, language=language, weights="raw" if raw else "ema", seed=seed,
+        seconds=seconds, language=language, weights="raw" if raw else "ema", seed=seed, vocoder=chosen,
+        loudness=loudness,
     )
+    if result.encoder_from == "defaults":
+        console.print(
+            "warning: the checkpoint records no encoder and its stores are gone; decoding with the log_mel "
+            "defaults (a guess)", highlight=False, markup=False,
+        )
     console.print(
         f"wrote {result.path}: {result.seconds:.2f} s ({result.frames} frames, length from {result.length_from}); "
-        f"{result.label}",
+        f"{result.label}; {result.vocoder}, {result.level}",
         highlight=False, markup=False,
     )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -34,11 +35,14 @@ class ReportFiles:
     files: tuple[Path, ...]
 
 
-def build_document(run_dirs: Sequence[Path], *, samples: int = 0) -> Document:
+def build_document(run_dirs: Sequence[Path], *, samples: int = 0, vocoder: Any = None) -> Document:
     """The report document of ``run_dirs`` (one run, or a comparison of several).
+
+    ``vocoder`` decodes the samples (None: each run's ``Trainer.vocoder``, else Griffin-Lim).
 
     Raises:
         NotARunError: a path that is not a run directory (checked before any work).
+        ConfigError: a vocoder that cannot invert a run's latents (see `sample_blocks`).
     """
     runs = [read_run(p) for p in run_dirs]
     if len(runs) == 1:
@@ -56,7 +60,7 @@ def build_document(run_dirs: Sequence[Path], *, samples: int = 0) -> Document:
         for k, run in enumerate(runs):
             prefix = f"run{k + 1}-" if len(runs) > 1 else ""
             label = "Samples" if len(runs) == 1 else f"{run.label}: Samples"
-            sections.append(Section(label, sample_blocks(run.path, samples, prefix=prefix)))
+            sections.append(Section(label, sample_blocks(run.path, samples, prefix=prefix, vocoder=vocoder)))
     sections.append(Section("About this report", [Note(generated_note())]))
     return Document(title, sections)
 
@@ -68,19 +72,21 @@ def default_out(run_dirs: Sequence[Path]) -> Path:
     return Path(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
-def write_report(run_dirs: Sequence[str | Path], *, out: str | Path | None = None, samples: int = 0) -> ReportFiles:
+def write_report(run_dirs: Sequence[str | Path], *, out: str | Path | None = None, samples: int = 0,
+                 vocoder: Any = None) -> ReportFiles:
     """Write ``report.md``, ``report_files/`` and ``report.html`` for ``run_dirs``.
 
     Args:
         run_dirs: one run directory, or several to compare side by side.
         out: output folder (default: see the module docstring).
         samples: validation items to synthesise per run (0: none).
+        vocoder: decodes the samples (None: each run's ``Trainer.vocoder``, else Griffin-Lim).
 
     Raises:
         NotARunError: a path that is not a run directory.
     """
     paths = [Path(p) for p in run_dirs]
-    doc = build_document(paths, samples=samples)
+    doc = build_document(paths, samples=samples, vocoder=vocoder)
     target = Path(out) if out is not None else default_out(paths)
     target.mkdir(parents=True, exist_ok=True)
     written = []

@@ -6,8 +6,11 @@ For each chosen validation item the target is its own text at its true length (s
 generated and ground-truth spectrograms line up frame by frame), and the speaker prompt
 is another validation item of the same speaker with its text, as at inference; an item
 whose speaker has no other validation item is generated from the text alone. Audio of
-both comes from a `vocoder` plugin (``vocoder.griffin_lim`` by default) on de-normalised
-latents. Every sample names the weights (EMA or raw) and step that made it.
+both comes from one vocoder on de-normalised latents: the one given (``report
+--vocoder``), else the run's ``Trainer.vocoder``, else ``vocoder.griffin_lim``; it must
+accept the checkpoint's encoder record, or the report stops with one line. Audio keeps the
+vocoder's level and is never clipped (`flowkit.synth.level`). Every sample names the
+weights (EMA or raw) and step that made it, the vocoder and the level of each clip.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import numpy as np
 
 from flowkit.report.document import Audio, Figure, Note, SampleBlock
 from flowkit.report.plots import spectrograms_png
+from flowkit.synth.level import fit_level
 from flowkit.synth.wav import wav_bytes
 
 __all__ = ["DEFAULT_STEPS", "sample_blocks"]
@@ -35,6 +39,14 @@ def _choose(n_items: int, k: int) -> list[int]:
     return sorted({int(round(i * (n_items - 1) / max(k - 1, 1))) for i in range(k)})
 
 
+def _decode(vocoder: Any, latents: list[np.ndarray], encoder: Any) -> tuple[list[np.ndarray], int]:
+    """Decode several clips, in one batch when the vocoder can (``decode``)."""
+    if hasattr(vocoder, "decode"):
+        return vocoder.decode(latents, encoder)
+    decoded = [vocoder(x, encoder) for x in latents]
+    return [a for a, _ in decoded], decoded[0][1]
+
+
 def sample_blocks(
     run_dir: Path,
     n: int,
@@ -48,18 +60,24 @@ def sample_blocks(
     """Up to ``n`` `SampleBlock` s from ``run_dir``'s best (EMA) checkpoint, else its newest.
 
     Returns notes instead of samples when the run has no checkpoint or no validation data.
+
+    Raises:
+        ConfigError: the vocoder cannot invert the checkpoint's latents (`check_vocoder`).
+        CheckpointError: a vocoder directory that cannot be loaded.
     """
     from flowkit.data.dataset import LatentDataset
+    from flowkit.data.encoder_records import check_vocoder, vocoder_label
     from flowkit.errors import CheckpointError
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.sample import Utterance
-    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.synth.vocoders import choose_vocoder
 
     try:
         im = load_inference_model(run_dir, weights="ema")
     except CheckpointError as exc:
         return [Note(f"No samples: {exc}")]
-    vocoder = vocoder if vocoder is not None else GriffinLim()
+    vocoder = vocoder if vocoder is not None else choose_vocoder(run_vocoder=im.vocoder)
+    check_vocoder(vocoder, im.encoder, source=f"the latents of {run_dir}")
     try:
         data = LatentDataset.open(list(im.stores), "val")
     except Exception as exc:  # a moved or deleted store must not sink the whole report
@@ -105,12 +123,15 @@ def sample_blocks(
         name = f"{prefix}sample{k + 1}"
         png = spectrograms_png([(f"generated ({im.weights}, step {im.step})", gen), ("ground truth", truth)],
                                frame_rate=im.frame_rate)
-        audio_gen, sr = vocoder(gen, im.encoder)
-        audio_true, _ = vocoder(truth, im.encoder)
+        (audio_gen, audio_true), sr = _decode(vocoder, [gen, truth], im.encoder)
+        audio_gen, level_gen = fit_level(audio_gen, sr)
+        audio_true, level_true = fit_level(audio_true, sr)
         prompt_note = f"prompt: {segments[j].segment_id}" if j is not None else "no prompt (text only)"
         caption = (
             f'"{seg.text}" — speaker {seg.speaker or "?"}, {seg.n_frames} frames (length from the ground truth), '
-            f"{prompt_note}; {im.label}, {steps} {type(im.solver).__name__.lower()} steps, CFG {cfg_strength}"
+            f"{prompt_note}; {im.label}, {steps} {type(im.solver).__name__.lower()} steps, CFG {cfg_strength}; "
+            f"audio by {vocoder_label(vocoder)} at {sr} Hz — generated: {level_gen.describe()}; "
+            f"ground truth: {level_true.describe()}"
         )
         blocks.append(
             SampleBlock(

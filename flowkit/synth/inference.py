@@ -3,8 +3,10 @@
 Shape legend: n frames, d latent channels.
 
 Everything comes from the checkpoint's ``meta.json`` (model config, vocab, languages,
-latent stats, the run's config text) plus the store's attributes for the encoder record a
-vocoder needs. The solver is the run's ``Trainer.solver``; the noise schedule its
+latent stats, the run's config text, the encoder record a vocoder checks and reads, the
+run's ``Trainer.vocoder``); checkpoints written before the encoder record travelled in
+meta read it from the store's attributes, else fall back to the log_mel defaults and say
+so in ``encoder_from``. The solver is the run's ``Trainer.solver``; the noise schedule its
 ``Trainer.schedule`` (guidance works with any schedule, see `flowkit.synth.sample`).
 """
 
@@ -38,6 +40,9 @@ class InferenceModel:
         frame_rate: latent frames per second (Hz); sample_rate: audio samples per second.
         schedule, solver: the run's components; stores: the run's latent stores.
         checkpoint: the checkpoint directory.
+        encoder_from: where ``encoder`` was read: "checkpoint", "store <path>", or
+            "defaults" (an old checkpoint whose stores are gone: a guess).
+        vocoder: the run's ``Trainer.vocoder`` record ``{"name", "params"}``, or None (default).
     """
 
     model: Any
@@ -53,6 +58,8 @@ class InferenceModel:
     solver: Any
     stores: tuple[str, ...]
     checkpoint: Path
+    encoder_from: str = "checkpoint"
+    vocoder: Mapping[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -83,8 +90,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
     )
 
 
-def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> dict[str, Any]:
-    """The encoder record in the first readable store's attributes, else ``fallback``.
+def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """``(record, where)``: the encoder record in the first readable store's attributes
+    (``"store <path>"``), else ``(fallback, "defaults")``.
 
     A zarr v3 group keeps its attributes in ``zarr.json``; reading that one file avoids
     opening the store (which may have moved since training).
@@ -96,8 +104,8 @@ def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> dict[st
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if isinstance(encoder, dict) and "name" in encoder:
-            return encoder
-    return dict(fallback)
+            return encoder, f"store {store}"
+    return dict(fallback), "defaults"
 
 
 def _run_components(config_text: str) -> tuple[Any, Any]:
@@ -160,6 +168,10 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
                    "fmin": 0.0, "fmax": None, "log_floor": 1e-5},
     }
     stores = tuple(str(s) for s in meta.get("stores") or ())
+    if isinstance(meta.get("encoder"), dict) and "name" in meta["encoder"]:
+        encoder, encoder_from = dict(meta["encoder"]), "checkpoint"
+    else:
+        encoder, encoder_from = store_encoder(stores, fallback)
     schedule, solver = _run_components(str(meta.get("config_text") or ""))
     return InferenceModel(
         model=model,
@@ -168,13 +180,15 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
         vocab=vocab,
         languages=languages,
         stats=LatentStats.from_dict(meta["latent_stats"]),
-        encoder=store_encoder(stores, fallback),
+        encoder=encoder,
         frame_rate=frame_rate,
         sample_rate=sample_rate,
         schedule=schedule,
         solver=solver,
         stores=stores,
         checkpoint=loaded.path,
+        encoder_from=encoder_from,
+        vocoder=meta.get("vocoder"),
     )
 
 

@@ -5,6 +5,11 @@ Shape legend: n frames, d latent channels.
 The target length is decided in this order: ``seconds`` when given; else the duration
 head (aligned text path); else the prompt's frames per character (unaligned path with a
 prompt and its text); else a characters-per-second estimate of plain speech.
+
+The vocoder is the one given, else the run's ``Trainer.vocoder``, else Griffin-Lim; it must
+accept the checkpoint's encoder record (checked before any generation). The audio keeps
+the vocoder's level or is normalised to ``loudness`` LUFS, and is never clipped
+(`flowkit.synth.level`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ class SynthesisResult:
     sample_rate: int
     label: str
     length_from: str
+    vocoder: str = ""
+    level: str = ""
+    encoder_from: str = "checkpoint"
 
 
 def encode_prompt(audio_path: Path, encoder_record: dict, *, max_seconds: float = 15.0) -> np.ndarray:
@@ -77,6 +85,7 @@ def synthesize_file(
     weights: str = "ema",
     seed: int = 0,
     vocoder: object = None,
+    loudness: float | None = None,
 ) -> SynthesisResult:
     """Synthesise ``text`` (optionally in the voice of ``prompt``) into the WAV file ``out``.
 
@@ -86,17 +95,23 @@ def synthesize_file(
         steps, cfg_strength: ODE steps and classifier-free guidance strength.
         seconds: target length; None: estimated (see the module docstring).
         language: language code of the text ("" unknown; a one-language model uses its own).
+        vocoder: a vocoder component; None: the run's ``Trainer.vocoder``, else Griffin-Lim.
+        loudness: integrated loudness to normalise to (LUFS); None keeps the vocoder's level.
 
     Raises:
-        ConfigError: empty text, a prompt without its text, or a non-positive length.
-        DataError: an unreadable prompt. CheckpointError: no valid checkpoint.
+        ConfigError: empty text, a prompt without its text, a non-positive length, or a
+            vocoder that cannot invert the checkpoint's latents.
+        DataError: an unreadable prompt. CheckpointError: no valid checkpoint, or a
+            vocoder directory that cannot be loaded.
     """
     import soundfile as sf
 
+    from flowkit.data.encoder_records import check_vocoder, vocoder_label
     from flowkit.io import atomic_write_bytes
     from flowkit.synth.inference import generate, load_inference_model
+    from flowkit.synth.level import fit_level
     from flowkit.synth.sample import Utterance
-    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.synth.vocoders import choose_vocoder
     from flowkit.synth.wav import wav_bytes
 
     if not text.strip():
@@ -106,6 +121,8 @@ def synthesize_file(
     if seconds is not None and seconds <= 0:
         raise ConfigError(f"--seconds {seconds} must be > 0")
     im = load_inference_model(checkpoint, weights=weights)
+    vocoder = vocoder if vocoder is not None else choose_vocoder(run_vocoder=im.vocoder)
+    check_vocoder(vocoder, im.encoder, source=f"the latents of {im.checkpoint}")
     prompt_latents = None
     if prompt is not None:
         prompt_latents = np.asarray(im.stats.normalize(encode_prompt(prompt, dict(im.encoder))), dtype=np.float32)
@@ -128,8 +145,8 @@ def synthesize_file(
         language=im.language_id(lang),
     )
     (latents,) = generate(im, [utterance], steps=steps, cfg_strength=cfg_strength, seed=seed)
-    vocoder = vocoder if vocoder is not None else GriffinLim()
     audio, sr = vocoder(latents, im.encoder)
+    audio, level = fit_level(audio, sr, loudness)
     suffix = Path(out).suffix.lower()
     if suffix == ".wav":
         data = wav_bytes(audio, sr)
@@ -138,4 +155,5 @@ def synthesize_file(
         sf.write(buffer, audio, sr, format=suffix.lstrip("."))
         data = buffer.getvalue()
     atomic_write_bytes(out, data)  # a crash mid-write leaves no half file under the name
-    return SynthesisResult(Path(out), int(latents.shape[0]), latents.shape[0] / im.frame_rate, sr, im.label, length_from)
+    return SynthesisResult(Path(out), int(latents.shape[0]), latents.shape[0] / im.frame_rate, sr, im.label,
+                           length_from, vocoder_label(vocoder), level.describe(), im.encoder_from)

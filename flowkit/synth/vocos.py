@@ -38,7 +38,10 @@ from torch import nn
 
 from flowkit.errors import CheckpointError
 
-__all__ = ["CONFIG_FILE", "WEIGHTS_FILE", "LoadedVocos", "VocosConfig", "VocosNet", "load_vocos", "read_config"]
+__all__ = [
+    "CONFIG_FILE", "WEIGHTS_FILE", "LoadedVocos", "VocosConfig", "VocosNet", "check_directory", "fit_state",
+    "load_vocos", "read_config",
+]
 
 CONFIG_FILE = "config.yaml"
 WEIGHTS_FILE = "pytorch_model.bin"
@@ -314,7 +317,12 @@ class LoadedVocos:
     directory: Path
 
 
-def _check_dir(directory: Path) -> None:
+def check_directory(directory: Path) -> None:
+    """Refuse a missing release directory, or one without its two files (one line each).
+
+    Raises:
+        CheckpointError: naming the directory or the missing file.
+    """
     if not directory.is_dir():
         raise CheckpointError(
             f"Vocos directory {directory} does not exist; give the folder holding {CONFIG_FILE} and "
@@ -377,7 +385,7 @@ def load_vocos(directory: str | Path, device: str | torch.device = "cpu") -> Loa
             weights that do not fit it (see `read_config`, `fit_state`).
     """
     directory = Path(directory)
-    _check_dir(directory)
+    check_directory(directory)
     cfg = read_config(directory / CONFIG_FILE)
     net = VocosNet(cfg)
     fit_state(net, _read_weights(directory / WEIGHTS_FILE), directory / WEIGHTS_FILE)

@@ -40,6 +40,9 @@ RESUME_ALLOW: tuple[str, ...] = (
     "Trainer.keep_last",
     "Trainer.dist_timeout_s",  # how long ranks wait for each other, not what they compute
     "Trainer.loggers",
+    "Trainer.vocoder",  # decodes samples; training never calls it
+    "vocoder.*",
+    "*/vocoder.*",
     "logger.*",
     "*/logger.*",
 )

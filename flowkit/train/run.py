@@ -29,6 +29,7 @@ from flowkit.batching.builder import BatchBuilder
 from flowkit.batching.collate import CFGDrop
 from flowkit.batching.pairing import PairingCounts
 from flowkit.batching.samplers import BatchStream
+from flowkit.data.encoder_records import vocoder_record
 from flowkit.errors import CheckpointError, ConfigError, DataError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
 from flowkit.train import checkpoint, compatibility, distributed
@@ -225,6 +226,15 @@ def _open_data(settings: Trainer, aligned: bool) -> tuple[Any, Any]:
             f"no usable training segment in {', '.join(map(str, stores))} ({counts}); check the "
             "stores' split column and data_rejections.jsonl"
         )
+    if settings.vocoder is not None:
+        from flowkit.data.encoder_records import check_vocoder
+
+        try:
+            check_vocoder(settings.vocoder, train_set.store_attrs.get("encoder") or {},
+                          source=f"the latents of {train_set.paths[0]}")
+        except Exception:
+            train_set.close()
+            raise
     val_set = LatentDataset.open(stores, "val", min_frames=settings.min_frames, require_units=aligned)
     return train_set, val_set
 
@@ -358,6 +368,10 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
             "latent_dim": train_set.latent_dim,
             "frame_rate": train_set.frame_rate,
             "sample_rate": train_set.sample_rate,
+            # what synthesis needs even when the stores have moved: the encoder record its
+            # vocoder checks and reads, and the run's vocoder (None: the default)
+            "encoder": train_set.store_attrs.get("encoder"),
+            "vocoder": vocoder_record(settings.vocoder),
             "init_from": init_from_info,
             "world_size": ctx.world_size,
         }

@@ -78,6 +78,9 @@ class Trainer:
     # jsonl is always added (the resume check and reports read metrics.jsonl).
     loggers: Sequence[Any] = _components(("logger", "console"))
     solver: Any = _component("solver", "euler")  # for synthesis from this run's checkpoints
+    # Decodes this run's report samples; None: vocoder.griffin_lim (weight-free) when it inverts
+    # the stores' encoder. A vocoder that cannot invert the stores' latents stops the start.
+    vocoder: Any = None
     text: Any = _component("text", "chars")
 
     # ---- data ----
