@@ -19,11 +19,20 @@ REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def _tool() -> Any:
-    spec = importlib.util.spec_from_file_location("vocos_fixtures", REPO / "tools" / "vocos_fixtures.py")
+def _module(name: str, path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _tool() -> Any:
+    return _module("vocos_fixtures", REPO / "tools" / "vocos_fixtures.py")
+
+
+def report_helpers() -> Any:
+    """tests/report/report_helpers.py (synthetic run directories, the tone store, debug.gin)."""
+    return _module("report_helpers", REPO / "tests" / "report" / "report_helpers.py")
 
 
 def fixture(name: str) -> dict[str, Any]:
