@@ -18,7 +18,7 @@ from vocos_helpers import report_helpers, write_release
 from flowkit.cli.app import app
 from flowkit.data.encoder_records import vocoder_record
 from flowkit.errors import ConfigError
-from flowkit.synth.cli_synthesize import synthesize_file
+from flowkit.synth.synthesize import synthesize_file
 from flowkit.synth.vocoders import Vocos
 
 REPO = Path(__file__).resolve().parents[2]

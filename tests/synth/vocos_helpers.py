@@ -66,3 +66,24 @@ def write_release(directory: Path, name: str = "published", *, state: dict[str, 
     (directory / "config.yaml").write_text(fx["config_yaml"] if config_text is None else config_text, encoding="utf-8")
     torch.save({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}, directory / "pytorch_model.bin")
     return directory
+
+
+def write_tiny_release(directory: Path, *, dim: int = 32, intermediate_dim: int = 96, num_layers: int = 2,
+                       seed: int = 5) -> Path:
+    """A small random-weight Vocos in the published layout that decodes encoder.vocos_mel.
+
+    The published config.yaml with a smaller backbone; the state dict has the module's
+    names plus the reference feature extractor's two buffers (names and shapes from the
+    published fixture), as the reference's ``torch.save(model.state_dict())`` writes them.
+    """
+    from flowkit.synth.vocos import VocosNet, read_config
+
+    text = fixture("published")["config_yaml"]
+    for key, old, new in (("dim", 512, dim), ("intermediate_dim", 1536, intermediate_dim), ("num_layers", 8, num_layers)):
+        text = text.replace(f"    {key}: {old}\n", f"    {key}: {new}\n")
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "config.yaml").write_text(text, encoding="utf-8")
+    shapes = {k: list(v.shape) for k, v in VocosNet(read_config(directory / "config.yaml")).state_dict().items()}
+    shapes.update({k: v for k, v in fixture("published")["shapes"].items() if k.startswith("feature_extractor.")})
+    state = _tool().seeded_state(shapes, seed)
+    return write_release(directory, state=state, config_text=text)
