@@ -104,8 +104,7 @@ def _section(doc: Mapping[str, Any], name: str, path: Path) -> dict[str, Any]:
     if class_path != _CLASSES[name]:
         raise CheckpointError(
             f"{path}: {name}.class_path = {class_path!r} is another Vocos architecture; flowkit decodes "
-            f"{_CLASSES['feature_extractor'].rsplit('.', 1)[1]} + {_CLASSES['backbone'].rsplit('.', 1)[1]} + "
-            f"{_CLASSES['head'].rsplit('.', 1)[1]} (the charactr/vocos-mel-24khz layout)"
+            "MelSpectrogramFeatures + VocosBackbone + ISTFTHead (the charactr/vocos-mel-24khz layout)"
         )
     given = section.get("init_args") or {}
     if not isinstance(given, Mapping):
