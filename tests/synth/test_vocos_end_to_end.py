@@ -20,21 +20,8 @@ SPEAKERS = 2
 PER_SPEAKER = 6
 
 
-def _clips() -> Path:
-    try:
-        from flowkit.data.demo import demo_clips_path
-
-        return demo_clips_path()
-    except (ImportError, AttributeError):  # before the demo clips were bundled
-        corpus = REPO.parent / "shared" / "data" / "asterisk-5voice"
-        if not (corpus / "metadata.csv").is_file():
-            pytest.skip("no real clips: neither flowkit/demo/clips nor the shared corpus")
-        return corpus
-
-
-def _small_corpus(root: Path) -> Path:
-    """A metadata.csv + wavs/ folder of a few real clips of two speakers."""
-    source = _clips()
+def _small_corpus(source: Path, root: Path) -> Path:
+    """A metadata.csv + wavs/ folder of a few of ``source``'s real clips, two speakers."""
     rows, taken = [], {}
     for line in (source / "metadata.csv").read_text(encoding="utf-8").splitlines():
         parts = line.split("|")
@@ -52,9 +39,9 @@ def _small_corpus(root: Path) -> Path:
 
 
 @pytest.mark.slow  # prepares, trains and decodes: ~40 s on two cores
-def test_vocos_mel_run_synthesizes_through_vocos(tmp_path: Path) -> None:
+def test_vocos_mel_run_synthesizes_through_vocos(demo_clips: Path, tmp_path: Path) -> None:
     release = write_tiny_release(tmp_path / "vocos-mel-24khz")
-    corpus = _small_corpus(tmp_path / "corpus")
+    corpus = _small_corpus(demo_clips, tmp_path / "corpus")
     store, run = tmp_path / "clips.zarr", tmp_path / "run"
     cli = CliRunner()
     result = cli.invoke(app, ["prepare", str(corpus), "--out", str(store), "--encoder", "vocos_mel",
