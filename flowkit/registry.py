@@ -74,6 +74,7 @@ KINDS: dict[str, str] = {
     "text": "text front end: string -> token ids",
     "aligner": "estimates unit (word) timings when no forced alignment exists",
     "model": "the network that predicts the flow target",
+    "asr": "speech recogniser: audio -> text, to score what a model says (WER, CER)",
 }
 
 #: flowkit's own component modules, imported by `load_plugins` before any config parse.
@@ -94,8 +95,11 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "flowkit.loggers.tensorboard",
     "flowkit.loggers.wandb",
     "flowkit.synth.vocoders",
-    # Not a component: the gin-configurable ``Trainer`` settings every run file binds.
+    "flowkit.asr.recognizers",
+    # Not components: the gin-configurable ``Trainer`` settings every run file binds, and
+    # the probe's ``Probe`` settings.
     "flowkit.train.settings",
+    "flowkit.train.probe",
 )
 
 T = TypeVar("T")

@@ -43,6 +43,9 @@ RESUME_ALLOW: tuple[str, ...] = (
     "Trainer.vocoder",  # decodes samples; training never calls it
     "vocoder.*",
     "*/vocoder.*",
+    "Trainer.probe",  # the probe watches the run; it never touches the training streams
+    "Probe.*",
+    "asr.*",
     "logger.*",
     "*/logger.*",
 )

@@ -8,8 +8,9 @@ once and reused, so successive evaluations differ only by the weights and never 
 the training streams. No CFG dropout. Passes (metric names in ``metrics.jsonl``):
 
 - ``val_loss``: raw weights; ``val_loss_ema``: EMA weights (picks the best checkpoint);
-- ``val_loss_ema_notext``: EMA with every item's text dropped — the gap to
-  ``val_loss_ema`` measures how much the model uses the text;
+- ``val_loss_ema_notext``: EMA with every item's text dropped; ``text_gain`` =
+  ``val_loss_ema_notext - val_loss_ema`` measures how much the model uses the text (at or
+  below zero: the text does not help the model yet);
 - ``val_loss_ema_even`` (aligned text path): characters spread evenly inside their units,
   as at inference (training divides units by the predicted durations);
 - ``val_loss_ema_cross`` (pairing ``cross_segment``): a fixed set of items whose prompt is
@@ -173,6 +174,8 @@ class Evaluator:
             with ema.swapped_in(model):
                 put("val_loss_ema", self._pass(model, batches, tempo=tempo))
                 put("val_loss_ema_notext", self._pass(model, batches, no_text=True))
+                # How much the model uses its text: <= 0 means the text does not help yet.
+                metrics["text_gain"] = metrics["val_loss_ema_notext"] - metrics["val_loss_ema"]
                 if aligned:
                     put("val_loss_ema_even", self._pass(model, batches, phase="even"))
                 cross = self.cross_batches()

@@ -140,6 +140,7 @@ class TrainingLoop:
         resumed: bool = False,
         dist: DistContext | None = None,
         ddp: torch.nn.Module | None = None,
+        probe: Any = None,
     ) -> None:
         self.settings = settings
         self.model = model
@@ -168,6 +169,7 @@ class TrainingLoop:
         self.dist = dist or DistContext()
         self.ddp = ddp if ddp is not None else model
         self._stop_all = False  # a stop requested on any rank, agreed at the last step
+        self.probe = probe  # a flowkit.train.probe.ProbeRunner on rank 0 when Trainer.probe is set
 
     @property
     def stopping(self) -> bool:
@@ -200,12 +202,17 @@ class TrainingLoop:
         with self.stop.installed():
             if not self.resumed and s.eval_every is not None:
                 self.evaluate()
+            if not self.resumed and self.probe is not None:
+                self.log({"kind": "probe_ceiling", "step": c.step, **self.probe.ceilings()})
+                self.run_probe()
             while c.step < s.steps and not self.stopping:
                 stats = self.train_step(self.set_lr())
                 if self.should_run(s.log_every):
                     self.log_step(stats)
                 if self.should_run(s.eval_every):
                     self.evaluate()
+                if self.probe is not None and self.should_run(self.probe.settings.every):
+                    self.run_probe()
                 if self.should_run(s.save_every):
                     self.save()
             if self.last_saved != c.step:
@@ -409,6 +416,20 @@ class TrainingLoop:
             if self.dist.is_main:
                 checkpoint.save_checkpoint(self.workspace.best, c.step, state, self.checkpoint_meta(), keep_last=1)
         return metrics
+
+    def run_probe(self) -> dict[str, Any]:
+        """Probe intelligibility (`flowkit.train.probe`), log a ``probe`` record and keep the
+        sentences of the latest and of the best (lowest WER) probe under ``probe/``."""
+        from flowkit.train.probe import write_probe_outputs
+
+        step = self.counters.step
+        values = self.probe.probe(self.model, self.ema)
+        self.log({"kind": "probe", "step": step, **values})
+        root = self.workspace.root / "probe"
+        write_probe_outputs(root / "latest", step, values, self.probe)
+        if self.probe.improves(values["probe_wer"], root / "best"):
+            write_probe_outputs(root / "best", step, values, self.probe)
+        return values
 
     def state_dict(self) -> dict[str, Any]:
         """Everything a bit-identical resume needs (tensors and plain values only).

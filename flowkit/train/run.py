@@ -331,6 +331,10 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
         if len(val_set) and settings.eval_every is not None:
             val_builder = attrs.evolve(builder, dataset=val_set)
             evaluator = Evaluator(val_builder, settings.batch_sampler, settings, model_config, device, autocast=device.type == "cuda")
+        probe = None
+        if settings.probe is not None and ctx.is_main:
+            probe = _probe_runner(settings, train_set if settings.probe.split == "train" else val_set,
+                                  stats, vocab, languages, device)
         counters = Counters(horizon=settings.steps)
         pairing_totals = PairingCounts()
         init_from_info = None
@@ -387,6 +391,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
             evaluator=evaluator, workspace=workspace, loggers=loggers, device=device, meta=meta,
             counters=counters, pairing_totals=pairing_totals, resumed=resumed, dist=ctx,
             ddp=distributed.wrap_model(ctx, model, device, find_unused_parameters=settings.ddp_find_unused_parameters),
+            probe=probe,
         )
         try:
             if resumed:
@@ -403,6 +408,21 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
     finally:
         train_set.close()
         val_set.close()
+
+
+def _probe_runner(settings: Trainer, dataset: Any, stats: Any, vocab: Any, languages: list[str],
+                  device: torch.device) -> Any:
+    """The run's `ProbeRunner`: the probe's split, the run's schedule, solver and vocoder."""
+    from flowkit.synth.inference import store_encoder
+    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.train.probe import ProbeRunner
+
+    probe = settings.probe
+    vocoder = probe.vocoder or getattr(settings, "vocoder", None) or GriffinLim()
+    fallback = {"name": "log_mel", "params": {}}
+    encoder = store_encoder([str(p) for p in dataset.paths], fallback)
+    return ProbeRunner(probe, dataset, stats=stats, vocab=vocab, languages=languages, schedule=settings.schedule,
+                       solver=settings.solver, vocoder=vocoder, encoder=encoder, run_seed=settings.seed, device=device)
 
 
 def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, train_set: Any, val_set: Any,

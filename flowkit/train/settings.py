@@ -112,6 +112,9 @@ class Trainer:
     save_every: int = attrs.field(default=1000, validator=_positive)  # optimizer updates
     keep_last: int = attrs.field(default=3, validator=_positive)  # checkpoints kept (best/ is extra)
     log_every: int = attrs.field(default=10, validator=_positive)  # optimizer updates per train record
+    # The intelligibility probe (flowkit.train.probe): None = off; @Probe() synthesises fixed
+    # sentences every Probe.every steps and logs their WER/CER. Costs seconds per probe on a CPU.
+    probe: Any = None
 
     # ---- debugging ----
     # Reuse the first batch (same spans and dropout) at every step; t and noise still vary.

@@ -1,0 +1,8 @@
+"""Judging intelligibility: speech recognisers (kind ``asr``), scoring text normalisation,
+and word/character error rates.
+
+- `flowkit.asr.normalise`: the one text normalisation both sides of a score go through;
+- `flowkit.asr.scoring`: WER and CER with jiwer;
+- `flowkit.asr.recognizers`: ``asr.pocketsphinx`` (offline, the English model its wheel
+  ships) and ``asr.whisper`` (faster-whisper from a local model directory, optional extra).
+"""

@@ -1,0 +1,385 @@
+"""The intelligibility probe: does the model say the words? Measured while it trains.
+
+Shape legend: n frames, d latent channels.
+
+Every ``Probe.every`` steps, on rank 0, the probe synthesises a fixed set of sentences
+with the EMA weights — the run's solver and vocoder, CFG as the report samples use it —,
+transcribes them with an ``asr`` plugin and logs, per language the recogniser knows,
+``probe_wer/<lang>`` and ``probe_cer/<lang>`` (and ``probe_wer``/``probe_cer``: over all
+its sentences) in a ``kind: "probe"`` record of ``metrics.jsonl``. The same record holds
+``probe_text_gain``: the flow loss on the probe sentences without their text minus with
+it (fixed t and noise, EMA weights): above zero when the model uses the text.
+
+Once per run (at its start) a ``kind: "probe_ceiling"`` record gives what a model can
+reach on the same sentences: ``probe_truth_raw_wer`` (the recorded audio, when
+``Probe.audio_dirs`` holds it) and ``probe_truth_vocoded_wer`` (the ground-truth latents
+through the run's vocoder), per language like the probe's own.
+
+What is fixed: the sentences (spread evenly over the split, per language, at most
+``sentences`` each), each one's prompt (the next chosen sentence of the same speaker,
+at most 300 frames, with its text, as in `flowkit.report.samples`), the target length (the
+sentence's own frames), the noise (a generator derived from the run's seed), t and noise
+of the text-gain loss. So two probes of the same weights give the same numbers, and the
+probe never draws from the training streams: it runs inside a guard that restores the
+global Python, numpy and torch generators, which is what keeps a resume bit-identical
+with the probe on. Its time is logged as ``probe_s`` (a wall-clock field).
+
+F5-TTS scores WER offline with Whisper after training (Chen et al. 2024, section 4);
+scoring during training is flowkit's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import gin
+import numpy as np
+
+from flowkit import registry
+from flowkit.errors import ConfigError
+
+__all__ = ["PROBE_SPLITS", "ProbeRunner", "ProbeSentence", "ProbeSettings"]
+
+PROBE_SPLITS = ("val", "train")
+MAX_PROMPT_FRAMES = 300  # 3 s at 100 Hz, as the report's samples
+AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
+
+
+def _asr_default() -> Any:
+    registry.load_plugins()
+    return registry.build("asr", "pocketsphinx")
+
+
+def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value < 1:
+        raise ConfigError(f"Probe.{attribute.name} = {value!r} must be >= 1; fix it in the gin file or -b binding")
+
+
+@gin.configurable("Probe")
+@attrs.frozen
+class ProbeSettings:
+    """What the intelligibility probe synthesises and how it scores it (gin: ``Probe.<field>``).
+
+    Turned on by ``Trainer.probe = @Probe()``; every field may change on resume (the probe
+    does not touch training).
+
+    Args:
+        every: steps between probes (also at step 0 and at the last step).
+        asr: the recogniser (``@asr.pocketsphinx()``, ``@asr.whisper()``).
+        sentences: probe sentences per language (spread evenly over the split).
+        split: "val" (held-out sentences) or "train" (memorisation, gin/memorise.gin).
+        languages: languages to probe; empty = every language of the split the recogniser knows.
+        solver_steps: ODE steps of the run's solver (F5-TTS samples with 32).
+        cfg_strength: classifier-free guidance strength (F5-TTS: 2.0).
+        vocoder: latents -> audio; None = the run's (``Trainer.vocoder`` where a run has
+            one, else ``vocoder.griffin_lim``).
+        audio_dirs: folders holding the recorded ``<segment_id>.{wav,flac,ogg}`` for the raw
+            ceiling; sentences not found there are left out of it.
+        seed: added to the run's seed for the probe's noise.
+
+    Raises:
+        ConfigError: a value out of range, naming ``Probe.<field>``.
+    """
+
+    every: int = attrs.field(default=200, validator=_positive)
+    asr: Any = attrs.Factory(_asr_default)
+    sentences: int = attrs.field(default=8, validator=_positive)
+    split: str = "val"
+    languages: Sequence[str] = ()
+    solver_steps: int = attrs.field(default=32, validator=_positive)
+    cfg_strength: float = 2.0
+    vocoder: Any = None
+    audio_dirs: Sequence[str] = ()
+    seed: int = 0
+
+    def __attrs_post_init__(self) -> None:
+        if self.split not in PROBE_SPLITS:
+            raise ConfigError(f"Probe.split = {self.split!r} is not one of {', '.join(map(repr, PROBE_SPLITS))}")
+        if self.cfg_strength < 0:
+            raise ConfigError(f"Probe.cfg_strength = {self.cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
+        if not hasattr(self.asr, "transcribe"):
+            raise ConfigError(f"Probe.asr = {self.asr!r} is not a recogniser; use e.g. @asr.pocketsphinx()")
+
+
+@attrs.frozen
+class ProbeSentence:
+    """One probe sentence: its segment, text, language, true frames and prompt segment."""
+
+    segment_id: str
+    text: str
+    language: str
+    speaker: str
+    n_frames: int
+    prompt_id: str | None
+
+
+@contextlib.contextmanager
+def isolated_global_rng() -> Iterator[None]:
+    """Run a block without disturbing the global Python, numpy and torch generators."""
+    import torch
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+
+
+def _choose(n_items: int, k: int) -> list[int]:
+    """``k`` indices spread evenly over ``n_items`` (all when there are fewer)."""
+    if k >= n_items:
+        return list(range(n_items))
+    return sorted({int(round(i * (n_items - 1) / max(k - 1, 1))) for i in range(k)})
+
+
+def _find_audio(dirs: Sequence[str], segment_id: str) -> Path | None:
+    for folder in dirs:
+        for suffix in AUDIO_SUFFIXES:
+            path = Path(folder) / f"{segment_id}{suffix}"
+            if path.is_file():
+                return path
+    return None
+
+
+class ProbeRunner:
+    """Runs the probe of one run (see the module docstring); built by `flowkit.train.run`.
+
+    Args:
+        settings: the `ProbeSettings`.
+        dataset: a `LatentDataset` of the probe's split (read once, at construction).
+        stats, vocab, languages: the run's latent stats, text vocabulary and language list.
+        schedule, solver: the run's components; vocoder: the resolved vocoder.
+        encoder: the store's encoder record (for the vocoder).
+        run_seed: ``Trainer.seed``; device: where the model lives.
+
+    Raises:
+        ConfigError: the split holds no sentence in a language the recogniser knows.
+    """
+
+    def __init__(self, settings: ProbeSettings, dataset: Any, *, stats: Any, vocab: Any, languages: Sequence[str],
+                 schedule: Any, solver: Any, vocoder: Any, encoder: dict[str, Any], run_seed: int,
+                 device: Any) -> None:
+        from flowkit.train.randomness import derive_seed
+
+        self.settings = settings
+        self.stats = stats
+        self.vocab = vocab
+        self.languages = list(languages)
+        self.schedule = schedule
+        self.solver = solver
+        self.vocoder = vocoder
+        self.encoder = encoder
+        self.device = device
+        self.seed = derive_seed(run_seed + settings.seed, "probe")
+        known = set(getattr(settings.asr, "languages", ()) or ())
+        wanted = set(settings.languages) if settings.languages else known
+        segments = dataset.segments
+        by_language: dict[str, list[int]] = {}
+        for i, seg in enumerate(segments):
+            if seg.language in wanted and seg.language in known:
+                by_language.setdefault(seg.language, []).append(i)
+        if not by_language:
+            raise ConfigError(
+                f"Probe: the {settings.split!r} split holds no segment in a language the recogniser knows "
+                f"({', '.join(sorted(known)) or 'none'}); set Probe.split, Probe.languages or Probe.asr"
+            )
+        chosen: list[int] = []
+        for lang in sorted(by_language):
+            pool = by_language[lang]
+            chosen.extend(pool[j] for j in _choose(len(pool), settings.sentences))
+        prompts: dict[int, int | None] = {}
+        for k, i in enumerate(chosen):
+            same = [j for j in chosen[k + 1:] + chosen[:k] if segments[j].speaker == segments[i].speaker]
+            if not same:
+                same = [j for j in range(len(segments)) if j != i and segments[j].speaker == segments[i].speaker]
+            prompts[i] = same[0] if same else None
+        needed = sorted(set(chosen) | {j for j in prompts.values() if j is not None})
+        latents = dict(zip(needed, dataset.read(needed), strict=True))
+        self.sentences = [
+            ProbeSentence(segments[i].segment_id, segments[i].text, segments[i].language, segments[i].speaker,
+                          int(segments[i].n_frames), None if prompts[i] is None else segments[prompts[i]].segment_id)
+            for i in chosen
+        ]
+        self._truth = [np.asarray(latents[i], dtype=np.float32) for i in chosen]
+        self._prompts = [None if prompts[i] is None else np.asarray(latents[prompts[i]][:MAX_PROMPT_FRAMES], dtype=np.float32)
+                         for i in chosen]
+        self._prompt_texts = ["" if prompts[i] is None else segments[prompts[i]].text for i in chosen]
+        self.last_hypotheses: list[str] = []
+        self.last_audio: list[tuple[np.ndarray, int]] = []
+
+    # ---- pieces ----
+
+    def _utterances(self) -> list[Any]:
+        from flowkit.synth.sample import Utterance
+
+        out = []
+        for s, prompt, prompt_text in zip(self.sentences, self._prompts, self._prompt_texts, strict=True):
+            out.append(Utterance(
+                text=self.vocab.encode(s.text),
+                prompt=None if prompt is None else np.asarray(self.stats.normalize(prompt), dtype=np.float32),
+                prompt_text=self.vocab.encode(prompt_text) if prompt is not None else (),
+                target_frames=s.n_frames,
+                language=self.languages.index(s.language) + 1 if s.language in self.languages else 0,
+            ))
+        return out
+
+    def _score(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str,
+               subset: Sequence[int] | None = None) -> tuple[dict[str, float], list[str]]:
+        """Transcribe ``audios`` (aligned with ``subset`` of the sentences) and score per language."""
+        from flowkit.asr.scoring import error_rates
+
+        index = list(range(len(self.sentences))) if subset is None else list(subset)
+        hyps = [self.settings.asr.transcribe(audio, sr, self.sentences[i].language)
+                for i, (audio, sr) in zip(index, audios, strict=True)]
+        out: dict[str, float] = {}
+        langs = sorted({self.sentences[i].language for i in index})
+        edits_w = words = edits_c = chars = 0.0
+        for lang in langs:
+            pos = [k for k, i in enumerate(index) if self.sentences[i].language == lang]
+            rates = error_rates([self.sentences[index[k]].text for k in pos], [hyps[k] for k in pos], lang)
+            out[f"{prefix}_wer/{lang}"] = rates.wer
+            out[f"{prefix}_cer/{lang}"] = rates.cer
+            edits_w += rates.wer * rates.words
+            words += rates.words
+            edits_c += rates.cer * rates.chars
+            chars += rates.chars
+        out[f"{prefix}_wer"] = edits_w / max(words, 1.0)
+        out[f"{prefix}_cer"] = edits_c / max(chars, 1.0)
+        return out, hyps
+
+    def _text_gain(self, model: Any, cond: Any) -> float:
+        """Flow loss without text minus with text on the probe sentences (fixed t, noise)."""
+        import torch
+
+        b, n = cond.frame_mask.shape
+        x1 = torch.zeros((b, n, model.latent_dim))
+        for i, truth in enumerate(self._truth):
+            target = cond.target_mask[i].cpu()
+            x1[i][target] = torch.as_tensor(np.asarray(self.stats.normalize(truth), dtype=np.float32))[: int(target.sum())]
+        x1 = torch.where((cond.frame_mask & ~cond.target_mask)[..., None].cpu(), cond.prompt.cpu(), x1).to(self.device)
+        generator = torch.Generator().manual_seed(self.seed + 1)
+        t = torch.rand((b,), generator=generator)
+        x0 = torch.randn((b, n, model.latent_dim), generator=generator)
+        t, x0 = t.to(self.device), x0.to(self.device)
+        x_t, target_v = self.schedule.sample(x0, x1, t)
+        mask = cond.target_mask[..., None].float()
+        losses = []
+        for drop in (False, True):
+            c = cond.replace(drop_text=torch.full_like(cond.drop_text, drop))
+            out = model(x_t, t, c, phase="even").output.float()
+            losses.append(float((torch.square(out - target_v) * mask).sum() / (mask.sum() * model.latent_dim)))
+        return losses[1] - losses[0]
+
+    # ---- the two records ----
+
+    def ceilings(self) -> dict[str, Any]:
+        """The ``probe_ceiling`` values: WER/CER of the ground truth, vocoded and raw."""
+        import soundfile as sf
+
+        started = time.perf_counter()
+        with isolated_global_rng():
+            vocoded = [self.vocoder(truth, self.encoder) for truth in self._truth]
+            out, _ = self._score(vocoded, "probe_truth_vocoded")
+            raw, found = [], []
+            for i, s in enumerate(self.sentences):
+                path = _find_audio(self.settings.audio_dirs, s.segment_id)
+                if path is not None:
+                    audio, sr = sf.read(str(path), dtype="float32", always_2d=False)
+                    raw.append((audio, int(sr)))
+                    found.append(i)
+            if found:
+                values, _ = self._score(raw, "probe_truth_raw", found)
+                out.update(values)
+            out["probe_truth_raw_items"] = len(found)
+        out["probe_sentences"] = len(self.sentences)
+        out["probe_s"] = time.perf_counter() - started
+        return out
+
+    def probe(self, model: Any, ema: Any = None) -> dict[str, Any]:
+        """The ``probe`` values for the EMA weights of ``ema`` swapped into ``model`` (``model``
+        left as it was); ``ema=None`` probes the weights ``model`` holds."""
+        import torch
+
+        from flowkit.synth.sample import inference_conditions, synthesize, target_spans
+
+        started = time.perf_counter()
+        was_training = model.training
+        weights = ema.swapped_in(model) if ema is not None else contextlib.nullcontext()
+        with isolated_global_rng(), torch.no_grad(), weights:
+            model.eval()
+            try:
+                space = [i for i in self.vocab.encode(" ") if i > 1]
+                cond = inference_conditions(model, self._utterances(), separator_ids=space)
+                latents = synthesize(model, cond, schedule=self.schedule, solver=self.solver,
+                                     steps=self.settings.solver_steps, cfg_strength=self.settings.cfg_strength,
+                                     generator=torch.Generator().manual_seed(self.seed))
+                spans = [np.asarray(self.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
+                         for s in target_spans(latents, cond)]
+                gain = self._text_gain(model, cond)
+            finally:
+                model.train(was_training)
+            audios = [self.vocoder(span, self.encoder) for span in spans]
+            out, hyps = self._score(audios, "probe")
+        self.last_hypotheses = hyps
+        self.last_audio = audios
+        out["probe_text_gain"] = gain
+        out["probe_s"] = time.perf_counter() - started
+        return out
+
+    @staticmethod
+    def improves(wer: float, best_folder: Path) -> bool:
+        """Whether ``wer`` is below the WER kept in ``best_folder`` (True when there is none)."""
+        import json
+
+        try:
+            kept = json.loads((Path(best_folder) / "sentences.json").read_text(encoding="utf-8"))["values"]["probe_wer"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return True
+        return wer < float(kept)
+
+    def sentence_table(self) -> list[dict[str, Any]]:
+        """The probe sentences with the last probe's hypotheses (for the report)."""
+        return [
+            {"segment_id": s.segment_id, "language": s.language, "reference": s.text, "prompt": s.prompt_id,
+             "hypothesis": self.last_hypotheses[i] if i < len(self.last_hypotheses) else None}
+            for i, s in enumerate(self.sentences)
+        ]
+
+
+def write_probe_outputs(folder: Path, step: int, values: dict[str, Any], runner: ProbeRunner) -> None:
+    """Replace ``folder`` with the last probe's sentences (``sentences.json``) and audio
+    (``<segment_id>.wav``): what the report lists for the latest and the best probe.
+
+    The new folder is written beside the old one and swapped in by renames, so a kill leaves
+    one complete version.
+    """
+    import json
+    import shutil
+
+    from flowkit.synth.wav import wav_bytes
+
+    folder = Path(folder)
+    tmp = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    rows = runner.sentence_table()
+    for row, (audio, sr) in zip(rows, runner.last_audio, strict=False):
+        name = f"{row['segment_id']}.wav"
+        (tmp / name).write_bytes(wav_bytes(audio, sr))
+        row["audio"] = name
+    doc = {"step": step, "values": {k: v for k, v in values.items() if k != "probe_s"}, "sentences": rows}
+    (tmp / "sentences.json").write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
+    old = folder.with_name(folder.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    tmp.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)

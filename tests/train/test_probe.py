@@ -1,0 +1,129 @@
+"""The intelligibility probe during training: its records, its determinism, and that it
+never touches the training streams (a resume with the probe on is bit-identical)."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from state_compare import TIMING, assert_same_tensors, final_state
+from train_helpers import train, train_stopped_at
+
+from flowkit.data.demo import demo_store_path
+from flowkit.errors import ConfigError
+from flowkit.train import run
+
+#: A tiny model on the bundled real English speech, probed every 2 steps on 2 sentences
+#: with 4 solver steps (seconds, not minutes).
+PROBE = (
+    "Trainer.probe = @Probe()",
+    "Probe.every = 2",
+    "Probe.sentences = 2",
+    "Probe.split = 'train'",
+    "Probe.solver_steps = 4",
+)
+
+
+def _records(run_dir: Path, kinds: tuple[str, ...] = ("train", "eval", "probe", "probe_ceiling")) -> list[dict]:
+    out = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record["kind"] in kinds:
+            out.append({k: v for k, v in record.items() if k not in TIMING | {"probe_s"}})
+    return out
+
+
+@pytest.fixture(scope="module")
+def probed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("probe") / "run"
+    assert train(demo_store_path(), out, *PROBE, steps=4).status == "completed"
+    return out
+
+
+def test_probe_records_and_files(probed: Path) -> None:
+    recs = _records(probed)
+    ceiling = [r for r in recs if r["kind"] == "probe_ceiling"]
+    probes = [r for r in recs if r["kind"] == "probe"]
+    assert len(ceiling) == 1 and ceiling[0]["probe_sentences"] == 2
+    assert 0.0 <= ceiling[0]["probe_truth_vocoded_wer/en"] <= 1.5
+    assert [r["step"] for r in probes] == [0, 2, 4]
+    for r in probes:
+        assert {"probe_wer", "probe_cer", "probe_wer/en", "probe_cer/en", "probe_text_gain"} <= set(r)
+    raw = [json.loads(line) for line in (probed / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["probe_s"] > 0 for r in raw if r["kind"] in ("probe", "probe_ceiling"))
+    latest = json.loads((probed / "probe" / "latest" / "sentences.json").read_text())
+    assert latest["step"] == 4 and len(latest["sentences"]) == 2
+    for row in latest["sentences"]:
+        assert row["reference"] and row["hypothesis"] is not None
+        assert (probed / "probe" / "latest" / row["audio"]).stat().st_size > 1000
+    assert (probed / "probe" / "best" / "sentences.json").is_file()
+    evals = [r for r in recs if r["kind"] == "eval"]
+    assert all(r["text_gain"] == pytest.approx(r["val_loss_ema_notext"] - r["val_loss_ema"]) for r in evals)
+
+
+def test_resume_with_the_probe_on_is_bit_identical(probed: Path, tmp_path: Path, monkeypatch) -> None:
+    out = tmp_path / "run"
+    original = run._loggers
+    with monkeypatch.context() as m:
+        from train_helpers import SignalAt
+
+        m.setattr(run, "_loggers", lambda settings: [*original(settings), SignalAt(2)])
+        assert train(demo_store_path(), out, *PROBE, "Trainer.save_every = 2", steps=4).status == "interrupted"
+    gin_reset()
+    assert run.resume(out, device="cpu").status == "completed"
+    assert_same_tensors(final_state(probed), final_state(out))
+    assert _records(probed) == _records(out)
+
+
+def gin_reset() -> None:
+    import gin
+
+    gin.clear_config()
+
+
+def test_probe_is_deterministic_and_leaves_global_generators_alone(probed: Path) -> None:
+    from flowkit import registry
+    from flowkit.data.dataset import LatentDataset
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.train.probe import ProbeRunner, ProbeSettings
+
+    registry.load_plugins()
+    from flowkit.train import checkpoint
+
+    newest, _ = checkpoint.find_latest(probed / "checkpoints")
+    im = load_inference_model(newest, weights="ema")
+    data = LatentDataset.open(list(im.stores), "train")
+    settings = ProbeSettings(sentences=2, split="train", solver_steps=4)
+    runner = ProbeRunner(settings, data, stats=im.stats, vocab=im.vocab, languages=im.languages,
+                         schedule=im.schedule, solver=im.solver, vocoder=GriffinLim(), encoder=dict(im.encoder),
+                         run_seed=0, device="cpu")
+    data.close()
+    random.seed(1)
+    np.random.seed(1)
+    torch.manual_seed(1)
+    before = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
+    first = runner.probe(im.model)
+    second = runner.probe(im.model)
+    after = (random.getstate(), np.random.get_state()[1].copy(), torch.get_rng_state())
+    assert before[0] == after[0] and np.array_equal(before[1], after[1]) and torch.equal(before[2], after[2])
+    first.pop("probe_s"), second.pop("probe_s")
+    assert first == second
+    # the in-training probe of the last step saw the same EMA weights
+    logged = [r for r in _records(probed) if r["kind"] == "probe" and r["step"] == 4][0]
+    assert logged["probe_wer"] == first["probe_wer"] and logged["probe_cer"] == first["probe_cer"]
+
+
+def test_probe_settings_refuse_bad_values() -> None:
+    from flowkit.train.probe import ProbeSettings
+
+    with pytest.raises(ConfigError, match="Probe.split = 'test'"):
+        ProbeSettings(split="test")
+    with pytest.raises(ConfigError, match="Probe.every = 0"):
+        ProbeSettings(every=0)
+    with pytest.raises(ConfigError, match="not a recogniser"):
+        ProbeSettings(asr=object())
