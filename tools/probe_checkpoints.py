@@ -28,6 +28,7 @@ def main() -> None:
     parser.add_argument("--solver-steps", type=int, default=32)
     parser.add_argument("--audio-dir", action="append", default=[])
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--no-ceilings", action="store_true", help="skip the ground-truth ceilings")
     args = parser.parse_args()
 
     from flowkit import registry
@@ -69,7 +70,8 @@ def main() -> None:
                                              (path / "meta.json").read_text())["seed"]), device="cpu")
                 finally:
                     data.close()
-                emit({"run": str(run), "kind": "probe_ceiling", "step": 0, **runner.ceilings()})
+                if not args.no_ceilings:
+                    emit({"run": str(run), "kind": "probe_ceiling", "step": 0, **runner.ceilings()})
             values = runner.probe(im.model)
             emit({"run": str(run), "kind": "probe", "step": step, **values,
                   "hypotheses": runner.last_hypotheses})

@@ -14,6 +14,7 @@ from typing import Any
 
 from flowkit.report.compare import config_differences
 from flowkit.report.document import Code, Facts, Figure, Note, Section, Table
+from flowkit.report.intelligibility import intelligibility_blocks
 from flowkit.report.plots import Curve, curves_png
 from flowkit.report.rundir import RunDir
 
@@ -213,6 +214,9 @@ def run_sections(run: RunDir, *, prefix: str = "", title_prefix: str = "") -> li
     ]
     figures = _run_plots([run], prefix)
     sections.append(Section(f"{t}Curves", figures or [Note("No metrics recorded yet.")]))
+    heard = intelligibility_blocks(run, prefix)
+    if heard:
+        sections.append(Section(f"{t}Intelligibility (probe WER, text gain)", heard))
     config = run.config_text.strip()
     sections.append(Section(f"{t}Operative config (config.gin)", [Code(config, "gin") if config else Note("No config.gin.")]))
     return sections

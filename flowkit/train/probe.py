@@ -80,7 +80,8 @@ class ProbeSettings:
         vocoder: latents -> audio; None = the run's (``Trainer.vocoder`` where a run has
             one, else ``vocoder.griffin_lim``).
         audio_dirs: folders holding the recorded ``<segment_id>.{wav,flac,ogg}`` for the raw
-            ceiling; sentences not found there are left out of it.
+            ceiling, searched before the bundled demo clips; sentences found nowhere are left
+            out of it (``probe_truth_raw_items`` counts the ones scored).
         seed: added to the run's seed for the probe's noise.
 
     Raises:
@@ -138,6 +139,17 @@ def _choose(n_items: int, k: int) -> list[int]:
     if k >= n_items:
         return list(range(n_items))
     return sorted({int(round(i * (n_items - 1) / max(k - 1, 1))) for i in range(k)})
+
+
+def _bundled_audio() -> list[str]:
+    """The bundled demo recordings' folder (the demo store's raw audio), when installed."""
+    from flowkit.data.demo import demo_clips_path
+    from flowkit.errors import DataError
+
+    try:
+        return [str(demo_clips_path() / "wavs")]
+    except DataError:
+        return []
 
 
 def _find_audio(dirs: Sequence[str], segment_id: str) -> Path | None:
@@ -289,8 +301,9 @@ class ProbeRunner:
             vocoded = [self.vocoder(truth, self.encoder) for truth in self._truth]
             out, _ = self._score(vocoded, "probe_truth_vocoded")
             raw, found = [], []
+            dirs = [*self.settings.audio_dirs, *_bundled_audio()]
             for i, s in enumerate(self.sentences):
-                path = _find_audio(self.settings.audio_dirs, s.segment_id)
+                path = _find_audio(dirs, s.segment_id)
                 if path is not None:
                     audio, sr = sf.read(str(path), dtype="float32", always_2d=False)
                     raw.append((audio, int(sr)))

@@ -7,11 +7,12 @@ import json
 import random
 from pathlib import Path
 
+import gin
 import numpy as np
 import pytest
 import torch
 from state_compare import TIMING, assert_same_tensors, final_state
-from train_helpers import train, train_stopped_at
+from train_helpers import SignalAt, train
 
 from flowkit.data.demo import demo_store_path
 from flowkit.errors import ConfigError
@@ -69,20 +70,12 @@ def test_resume_with_the_probe_on_is_bit_identical(probed: Path, tmp_path: Path,
     out = tmp_path / "run"
     original = run._loggers
     with monkeypatch.context() as m:
-        from train_helpers import SignalAt
-
         m.setattr(run, "_loggers", lambda settings: [*original(settings), SignalAt(2)])
         assert train(demo_store_path(), out, *PROBE, "Trainer.save_every = 2", steps=4).status == "interrupted"
-    gin_reset()
+    gin.clear_config()
     assert run.resume(out, device="cpu").status == "completed"
     assert_same_tensors(final_state(probed), final_state(out))
     assert _records(probed) == _records(out)
-
-
-def gin_reset() -> None:
-    import gin
-
-    gin.clear_config()
 
 
 def test_probe_is_deterministic_and_leaves_global_generators_alone(probed: Path) -> None:

@@ -1,0 +1,104 @@
+"""The report's intelligibility section: does the model say the words, and does it use its text?
+
+Reads what the training probe wrote (`flowkit.train.probe`): ``probe`` and
+``probe_ceiling`` records of ``metrics.jsonl``, and the sentences with their audio under
+``probe/latest`` and ``probe/best``. Shows the probe WER over steps with the two ceilings
+(ground truth raw, and through the run's vocoder), the text gain over steps
+(``text_gain`` of the evaluation, ``probe_text_gain`` of the probe), a sentence in words
+saying whether the model uses its text yet, and the probe sentences — reference,
+hypothesis, audio — of the best (lowest WER) and of the latest probe.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from flowkit.report.document import Audio, Figure, Note, SampleBlock, Table
+from flowkit.report.plots import Curve, curves_png
+from flowkit.report.rundir import RunDir
+
+__all__ = ["intelligibility_blocks", "text_use_sentence"]
+
+
+def _ceiling(run: RunDir, key: str) -> float | None:
+    values = [r.get(key) for r in run.records if r.get("kind") == "probe_ceiling"]
+    values = [v for v in values if isinstance(v, (int, float))]
+    return float(values[-1]) if values else None
+
+
+def text_use_sentence(run: RunDir) -> str | None:
+    """In words: does the model use its text (the newest text gain, evaluation or probe)?"""
+    found = []
+    for kind, key, what in (("eval", "text_gain", "validation"), ("probe", "probe_text_gain", "probe sentences")):
+        steps, values = run.series(kind, key)
+        if steps:
+            found.append((steps[-1], values[-1], what, key))
+    if not found:
+        return None
+    step, gain, what, key = max(found)
+    if gain <= 0:
+        return (f"The model does not use its text yet: at step {step} its EMA loss without text is not above the "
+                f"loss with text ({key} = {gain:.4g} on the {what}). Until this gain turns positive the samples "
+                "carry voice but no words.")
+    return f"The model uses its text: at step {step} dropping the text raises its EMA loss by {gain:.4g} ({key}, {what})."
+
+
+def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
+    try:
+        doc = json.loads((folder / "sentences.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    values = doc.get("values", {})
+    wer = values.get("probe_wer")
+    title = f"{label} probe (step {doc.get('step')}, WER {wer:.3f})" if isinstance(wer, (int, float)) else f"{label} probe"
+    rows, blocks = [], []
+    for k, s in enumerate(doc.get("sentences", [])):
+        rows.append([s.get("segment_id", ""), s.get("reference", ""), s.get("hypothesis") or "(nothing heard)"])
+        audio = folder / str(s.get("audio", ""))
+        if s.get("audio") and audio.is_file():
+            blocks.append(SampleBlock(
+                title=f"{label}: {s.get('segment_id')}",
+                caption=f'reference "{s.get("reference")}" — heard "{s.get("hypothesis") or ""}" '
+                        f'(prompt {s.get("prompt") or "none"}, step {doc.get("step")})',
+                figures=[],
+                audios=[(f"generated, step {doc.get('step')}", Audio(audio.read_bytes(), f"{prefix}probe-{label.lower()}-{k + 1}.wav"))],
+            ))
+    return [Note(title), Table(["segment", "reference", "hypothesis"], rows), *blocks]
+
+
+def intelligibility_blocks(run: RunDir, prefix: str = "") -> list[Any]:
+    """The blocks of the intelligibility section ([] when the run has neither probe nor text gain)."""
+    blocks: list[Any] = []
+    steps, wer = run.series("probe", "probe_wer")
+    if steps:
+        curves = [Curve("probe WER (EMA)", steps, wer)]
+        span = [steps[0], max(steps[-1], steps[0] + 1)]
+        for key, label in (("probe_truth_vocoded_wer", "ground truth through the vocoder"),
+                           ("probe_truth_raw_wer", "ground truth, recorded")):
+            value = _ceiling(run, key)
+            if value is not None:
+                curves.append(Curve(label, span, [value, value], dashed=True))
+        png = curves_png("probe WER and its ceilings", "WER", curves)
+        blocks.append(Figure("probe WER over steps, with the ground-truth ceilings", png, f"{prefix}probe_wer.png"))
+        vocoded = _ceiling(run, "probe_truth_vocoded_wer")
+        best = min(wer)
+        line = f"Probe WER: latest {wer[-1]:.3f} (step {steps[-1]}), best {best:.3f} (step {steps[wer.index(best)]})"
+        if vocoded:
+            line += f"; ground truth through the vocoder {vocoded:.3f} (best / ceiling = {best / vocoded:.2f}x)"
+        raw = _ceiling(run, "probe_truth_raw_wer")
+        if raw is not None:
+            line += f"; recorded ground truth {raw:.3f}"
+        blocks.append(Note(line + "."))
+    gain_curves = [Curve(label, *run.series(kind, key)) for kind, key, label in (
+        ("eval", "text_gain", "text_gain (validation)"), ("probe", "probe_text_gain", "probe_text_gain (probe sentences)"))]
+    if any(c.steps for c in gain_curves):
+        png = curves_png("text gain: EMA loss without text minus with text", "loss difference", gain_curves)
+        blocks.append(Figure("text gain over steps (above zero: the model uses its text)", png, f"{prefix}text_gain.png"))
+    sentence = text_use_sentence(run)
+    if sentence:
+        blocks.append(Note(sentence))
+    for sub, label in (("best", "Best"), ("latest", "Latest")):
+        blocks.extend(_sentences(run.path / "probe" / sub, label, prefix))
+    return blocks
