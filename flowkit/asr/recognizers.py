@@ -93,7 +93,10 @@ class PocketSphinx:
         x = _mono16k(audio, sample_rate)
         if x.size == 0:
             return ""
-        pcm = (np.clip(x, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+        peak = float(np.max(np.abs(x)))
+        if peak > 1.0:  # vocoders keep the level the latents imply: scale, never clip
+            x = x / peak
+        pcm = (x * 32767.0).astype("<i2").tobytes()
         decoder = self._get_decoder()
         decoder.start_utt()
         decoder.process_raw(pcm, full_utt=True)
