@@ -413,14 +413,12 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
 def _probe_runner(settings: Trainer, dataset: Any, stats: Any, vocab: Any, languages: list[str],
                   device: torch.device) -> Any:
     """The run's `ProbeRunner`: the probe's split, the run's schedule, solver and vocoder."""
-    from flowkit.synth.inference import store_encoder
     from flowkit.synth.vocoders import GriffinLim
     from flowkit.train.probe import ProbeRunner
 
     probe = settings.probe
-    vocoder = probe.vocoder or getattr(settings, "vocoder", None) or GriffinLim()
-    fallback = {"name": "log_mel", "params": {}}
-    encoder = store_encoder([str(p) for p in dataset.paths], fallback)
+    vocoder = probe.vocoder or settings.vocoder or GriffinLim()
+    encoder = dict(dataset.store_attrs.get("encoder") or {})
     return ProbeRunner(probe, dataset, stats=stats, vocab=vocab, languages=languages, schedule=settings.schedule,
                        solver=settings.solver, vocoder=vocoder, encoder=encoder, run_seed=settings.seed, device=device)
 
