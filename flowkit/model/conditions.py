@@ -21,6 +21,8 @@ from __future__ import annotations
 import attrs
 import torch
 
+from flowkit.model.packing import PackLayout
+
 
 @attrs.frozen
 class Conditions:
@@ -43,6 +45,9 @@ class Conditions:
         char_unit: long ``[b nt]`` or None, unit index of each character, -1 outside units.
         unit_frames: long ``[b u 2]`` or None, frame start/end (end exclusive) of each unit.
         unit_mask: bool ``[b u]`` or None, real units.
+        layout: how the model packs the items into rows (`flowkit.model.packing`), planned
+            on the CPU by the batch sampler's settings; None: the model plans one row itself
+            (which reads the item lengths back from the device).
     """
 
     frame_mask: torch.Tensor
@@ -61,6 +66,7 @@ class Conditions:
     char_unit: torch.Tensor | None = None
     unit_frames: torch.Tensor | None = None
     unit_mask: torch.Tensor | None = None
+    layout: PackLayout | None = None
 
     @property
     def batch_size(self) -> int:

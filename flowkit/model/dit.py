@@ -10,7 +10,7 @@ aligned to frames; the three are concatenated and projected to the model dim. Th
 and the global conditions (language, emotion + intensity, rate and loudness buckets) drive
 adaLN-Zero modulation of every block (Peebles & Xie 2023, "Scalable Diffusion Models with
 Transformers"). Attention uses rotary position embedding (Su et al. 2021, "RoFormer"), so
-the model carries over to lengths it was not trained on, and masks padded keys.
+the model carries over to lengths it was not trained on.
 
 Text reaches the frames through one of two paths (`DiTConfig.text_path`):
 
@@ -20,9 +20,16 @@ Text reaches the frames through one of two paths (`DiTConfig.text_path`):
   predicts ``log(1 + d)`` frames per character, and each unit's frames are divided among
   its characters (by the predicted durations in training, evenly at inference).
 
-Padding sits at the end of every item (``frame_mask`` and ``text_mask`` are prefixes); it is
-masked in attention, zeroed before every convolution and in the output, so an item's output
-does not depend on the other items of its batch.
+Padding sits at the end of every item (``frame_mask`` and ``text_mask`` are prefixes). The
+input stage (text encoder, input projection, convolutional position embedding) runs on the
+padded batch with padding zeroed before every convolution. The transformer blocks then run
+either on the padded batch itself when it has no padding (attention without any mask, so the
+fused kernels apply) or on the items packed into rows (`flowkit.model.packing`: attention,
+positions and modulation confined to each item, no compute on padding). Either way an
+item's output does not depend on the other items of its batch.
+
+Dropout follows F5-TTS: after the attention output projection and inside the feed-forward,
+never on the attention scores (a Bernoulli draw per score costs more than the attention).
 """
 
 from __future__ import annotations
@@ -34,12 +41,14 @@ from typing import Any
 import attrs
 import torch
 import torch.nn.functional as F
+import torch.utils.checkpoint
 from torch import nn
 
 from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
 from flowkit.errors import ConfigError
 from flowkit.model.conditions import Conditions
 from flowkit.model.durations import durations_from_log, place_chars
+from flowkit.model.packing import PackedIndex, PackLayout
 from flowkit.model.presets import PRESETS, SIZE_FIELDS
 from flowkit.registry import register
 
@@ -84,10 +93,14 @@ class DiTConfig:
     text_dim: int | None = None  # character embedding width
     conv_layers: int | None = None  # ConvNeXt layers of the text encoder (0 = none)
     dur_hidden: int | None = None  # width of the duration head (aligned path)
-    dropout: float | None = None  # attention and feed-forward dropout, [0, 1)
+    dropout: float | None = None  # dropout after attention and in the feed-forward, [0, 1)
     text_path: str = "unaligned"  # unaligned (F5-TTS) | aligned (E11: unit timings + durations)
     dur_cond: str = "none"  # none | emotion (E13: emotion FiLM on the duration head)
     conv_pos_kernel: int = 31  # convolutional position embedding as in F5-TTS; 0 = off
+    # Recompute each block's activations in the backward pass (F5-TTS checkpoint_activations):
+    # about a third more compute for a fraction of the activation memory. Not part of the
+    # architecture (a checkpoint trained either way loads either way).
+    checkpoint_activations: bool = False
 
     def __attrs_post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -133,7 +146,10 @@ class DiTConfig:
         return {k: (base[k] if getattr(self, k) is None else getattr(self, k)) for k in SIZE_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        """Resolved config (preset plus every effective size) for checkpoints; JSON-safe."""
+        """Resolved config (preset plus every effective size) for checkpoints; JSON-safe.
+
+        Runtime settings that do not change the network (``checkpoint_activations``) are
+        left out, so turning them on or off never makes two configs differ."""
         return {
             "preset": self.preset,
             **self.sizes(),
@@ -149,7 +165,7 @@ class DiTConfig:
         Raises:
             ConfigError: an unknown field (names it) or an invalid value.
         """
-        known = {f.name for f in attrs.fields(cls)}
+        known = {f.name for f in attrs.fields(cls)} - {"checkpoint_activations"}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"model config has unknown fields {unknown}; known: {sorted(known)}")
@@ -353,30 +369,68 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     return out.to(x.dtype)
 
 
+def _varlen_kernel() -> Any:
+    """``torch.nn.attention.varlen.varlen_attn`` where this torch has it, else None."""
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+    except ImportError:
+        return None
+    return varlen_attn
+
+
+def segment_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packed: PackedIndex
+) -> torch.Tensor:
+    """Attention confined to each item of a packed sequence: ``[1 h T hd]`` in and out.
+
+    On CUDA in half precision one variable-length flash-attention call covers every item
+    (cumulative lengths ``packed.cu_seqlens``); elsewhere each item is its own fused
+    ``scaled_dot_product_attention`` call without a mask (the flash kernel on the CPU).
+    Row padding comes out zero.
+    """
+    if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
+        kernel = _varlen_kernel()
+        if kernel is not None:
+            qt, kt, vt = (x[0].transpose(0, 1) for x in (q, k, v))  # [T h hd]
+            o = kernel(qt, kt, vt, packed.cu_seqlens, packed.cu_seqlens, packed.max_len, packed.max_len)
+            return o.transpose(0, 1)[None]
+    outs = []
+    for qs, ks, vs, is_item in zip(
+        q.split(packed.sizes, 2), k.split(packed.sizes, 2), v.split(packed.sizes, 2), packed.is_item,
+        strict=True,
+    ):
+        if is_item and qs.shape[2]:
+            outs.append(F.scaled_dot_product_attention(qs, ks, vs))
+        else:
+            outs.append(torch.zeros_like(qs))
+    return torch.cat(outs, dim=2)
+
+
 class Attention(nn.Module):
-    """Multi-head self-attention with rotary positions and a key padding mask."""
+    """Multi-head self-attention with rotary positions, over a padding-free batch ``[b n c]``
+    or a packed sequence ``[1 T c]`` (then confined to each item); dropout on its output."""
 
     def __init__(self, dim: int, heads: int, dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.dropout = dropout
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
+        self.drop = nn.Dropout(dropout)
 
     def forward(
-        self, x: torch.Tensor, key_mask: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]
+        self,
+        x: torch.Tensor,
+        rope: tuple[torch.Tensor, torch.Tensor],
+        packed: PackedIndex | None = None,
     ) -> torch.Tensor:
         b, n, c = x.shape
         q, k, v = self.qkv(x).view(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
         q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
-        o = F.scaled_dot_product_attention(
-            q,
-            k,
-            v,
-            attn_mask=key_mask[:, None, None, :],
-            dropout_p=self.dropout if self.training else 0.0,
-        )
-        return self.out(o.transpose(1, 2).reshape(b, n, c))
+        if packed is None:
+            o = F.scaled_dot_product_attention(q, k, v)  # no mask, no dropout: fused kernels
+        else:
+            o = segment_attention(q, k, v, packed)
+        return self.drop(self.out(o.transpose(1, 2).reshape(b, n, c)))
 
 
 class DiTBlock(nn.Module):
@@ -402,13 +456,14 @@ class DiTBlock(nn.Module):
         self,
         x: torch.Tensor,
         c: torch.Tensor,
-        key_mask: torch.Tensor,
         rope: tuple[torch.Tensor, torch.Tensor],
+        packed: PackedIndex | None = None,
     ) -> torch.Tensor:
-        shift1, scale1, gate1, shift2, scale2, gate2 = self.modulation(F.silu(c))[:, None, :].chunk(
-            6, dim=-1
-        )
-        x = x + gate1 * self.attn(self.attn_norm(x) * (1 + scale1) + shift1, key_mask, rope)
+        """``x [b n c]`` (or packed ``[1 T c]``), conditioning ``c [b c]`` per item."""
+        mod = self.modulation(F.silu(c))
+        mod = mod[:, None, :] if packed is None else packed.per_frame(mod)
+        shift1, scale1, gate1, shift2, scale2, gate2 = mod.chunk(6, dim=-1)
+        x = x + gate1 * self.attn(self.attn_norm(x) * (1 + scale1) + shift1, rope, packed)
         return x + gate2 * self.ff(self.ff_norm(x) * (1 + scale2) + shift2)
 
 
@@ -424,8 +479,9 @@ class FinalLayer(nn.Module):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
 
-    def forward(self, x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        shift, scale = self.modulation(F.silu(c))[:, None, :].chunk(2, dim=-1)
+    def forward(self, x: torch.Tensor, c: torch.Tensor, packed: PackedIndex | None = None) -> torch.Tensor:
+        mod = self.modulation(F.silu(c))
+        shift, scale = (mod[:, None, :] if packed is None else packed.per_frame(mod)).chunk(2, dim=-1)
         return self.proj(self.norm(x) * (1 + scale) + shift)
 
 
@@ -598,11 +654,19 @@ class DiT(nn.Module):
         if self.conv_pos is not None:
             h = self.conv_pos(h, frame)
         c = self.time(t.to(x_t.device)) + self.globals(cond)
-        # An item without any valid frame would make softmax rows of all -inf (NaN); let it
-        # attend everywhere, its output is masked anyway.
-        key_mask = frame | ~frame.any(dim=1, keepdim=True)
-        rope = rotary_tables(n, self.head_dim, x_t.device)
+        layout = cond.layout if cond.layout is not None else PackLayout.plan(frame.sum(1).tolist())
+        if layout.is_dense(n):
+            packed, rope = None, rotary_tables(n, self.head_dim, x_t.device)
+        else:
+            packed = layout.index(n, x_t.device)
+            cos, sin = rotary_tables(max(packed.max_len, 1), self.head_dim, x_t.device)
+            rope = (cos.index_select(0, packed.pos), sin.index_select(0, packed.pos))
+            h = packed.pack(h)
         for block in self.blocks:
-            h = block(h, c, key_mask, rope)
-        out = _masked(self.final(h, c), frame)
+            if self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled():
+                h = torch.utils.checkpoint.checkpoint(block, h, c, rope, packed, use_reentrant=False)
+            else:
+                h = block(h, c, rope, packed)
+        out = self.final(h, c, packed)
+        out = _masked(out, frame) if packed is None else packed.unpack(out, b)
         return ModelOutput(output=out, log_duration=log_duration)

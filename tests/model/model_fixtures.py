@@ -127,12 +127,13 @@ def collate(
 
 
 def slice_item(cond: Conditions, i: int) -> Conditions:
-    """Item ``i`` of ``cond`` as a batch of one (its padding kept)."""
+    """Item ``i`` of ``cond`` as a batch of one (its padding kept, no packing layout)."""
     return cond.replace(
+        layout=None,
         **{
             f.name: getattr(cond, f.name)[i : i + 1]
             for f in attrs.fields(Conditions)
-            if getattr(cond, f.name) is not None
+            if isinstance(getattr(cond, f.name), torch.Tensor)
         }
     )
 

@@ -1,0 +1,211 @@
+"""One training step of F5-TTS's own CFM + DiT against flowkit's DiT of the same size, side by side.
+
+Both models have dim 256, depth 4, 4 heads of 64, feed-forward x2, text dim 128, two
+ConvNeXt text layers, dropout 0.1 and take 100-dim mel frames; each step is one
+forward + backward + AdamW update of a batch of ``--batch`` items of ``--frames`` frames
+(no padding: F5-TTS trains without an attention mask, its issue #1118). flowkit runs its
+unaligned (F5-TTS) and its aligned (E11) text path against the same F5-TTS step. The two
+sides alternate step by step in one process, so load from other processes affects both.
+
+F5-TTS is read from its source tree (e.g. a checkout of SWivid/F5-TTS); its audio front end
+(torchaudio, librosa mel) and tokenisers are never called in a training step from latents,
+so stand-in modules replace the packages this environment lacks. It needs
+``pip install x_transformers einops`` (for this tool only; flowkit does not depend on them).
+
+    .venv/bin/python tools/bench_peer.py F5_SRC_DIR [--pairs 10] [--profile]
+
+Prints the median step of each side and ``ratio flowkit/F5: X`` per text path (target <= 0.80).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import statistics
+import sys
+import time
+import types
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+DIM, DEPTH, HEADS, FF_MULT, TEXT_DIM, CONV_LAYERS, MEL, VOCAB, DROPOUT = 256, 4, 4, 2, 128, 2, 100, 100, 0.1
+
+
+def load_f5(src: Path) -> tuple[type, type]:
+    """``(DiT, CFM)`` classes from an F5-TTS source tree, without its package ``__init__``s
+    (they import the trainer, datasets and audio I/O) and with stand-ins for modules that a
+    training step from mel frames never calls."""
+    root = src / "src" / "f5_tts"
+    if not (root / "model" / "backbones" / "dit.py").is_file():
+        raise SystemExit(f"{src} is not an F5-TTS source tree (no src/f5_tts/model/backbones/dit.py)")
+    for name in ("torchaudio", "torchdiffeq", "rjieba", "pypinyin"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            fake = types.ModuleType(name)
+            fake.odeint = None  # torchdiffeq: sampling only
+            fake.Style = None  # pypinyin: tokenisation only
+            fake.lazy_pinyin = None
+            sys.modules[name] = fake
+    for pkg, path in (("f5_tts", root), ("f5_tts.model", root / "model"), ("f5_tts.model.backbones", root / "model" / "backbones")):
+        module = types.ModuleType(pkg)
+        module.__path__ = [str(path)]
+        sys.modules[pkg] = module
+    dit = importlib.import_module("f5_tts.model.backbones.dit")
+    cfm = importlib.import_module("f5_tts.model.cfm")
+    return dit.DiT, cfm.CFM
+
+
+def make_data(batch: int, frames: int, seed: int) -> dict:
+    g = torch.Generator().manual_seed(seed)
+    n_chars = [int(x) for x in torch.randint(frames // 4, frames // 2, (batch,), generator=g)]
+    return {
+        "mel": torch.randn(batch, frames, MEL, generator=g),
+        "chars": [torch.randint(3, VOCAB, (k,), generator=g) for k in n_chars],
+        "target": [(int(s), frames) for s in torch.randint(0, int(frames * 0.3), (batch,), generator=g)],
+    }
+
+
+class F5Side:
+    def __init__(self, dit_cls: type, cfm_cls: type, data: dict) -> None:
+        torch.manual_seed(0)
+        backbone = dit_cls(dim=DIM, depth=DEPTH, heads=HEADS, dim_head=DIM // HEADS, ff_mult=FF_MULT, mel_dim=MEL,
+                           text_num_embeds=VOCAB, text_dim=TEXT_DIM, conv_layers=CONV_LAYERS, dropout=DROPOUT)
+        self.model = cfm_cls(backbone, num_channels=MEL)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.mel = data["mel"]
+        self.text = torch.nn.utils.rnn.pad_sequence(data["chars"], batch_first=True, padding_value=-1)
+        self.lens = torch.full((self.mel.shape[0],), self.mel.shape[1], dtype=torch.long)
+
+    def step(self) -> None:
+        loss, _, _ = self.model(self.mel, self.text, lens=self.lens)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+class FlowkitSide:
+    def __init__(self, text_path: str, data: dict) -> None:
+        from flowkit.flow.schedules import FlowMatching
+        from flowkit.flow.t_samplers import Uniform
+        from flowkit.losses import MaskedMSE
+        from flowkit.model.dit import DiTConfig
+        from flowkit.train.objective import loss_names
+
+        torch.manual_seed(0)
+        config = DiTConfig(preset="small", dim=DIM, depth=DEPTH, heads=HEADS, ff_mult=FF_MULT, text_dim=TEXT_DIM,
+                           conv_layers=CONV_LAYERS, dropout=DROPOUT, text_path=text_path)
+        self.model = config.build(MEL, VOCAB, 1)
+        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        self.schedule, self.t_sampler, self.losses = FlowMatching(), Uniform(), [MaskedMSE()]
+        if text_path == "aligned":
+            from flowkit.losses import DurationL1
+
+            self.losses.append(DurationL1())
+        self.names = loss_names(self.losses)
+        self.x1, self.cond = self._conditions(data, text_path == "aligned")
+        self.generator = torch.Generator().manual_seed(1)
+
+    @staticmethod
+    def _conditions(data: dict, aligned: bool):
+        from flowkit.model.conditions import Conditions
+
+        mel, chars = data["mel"], data["chars"]
+        b, n, _ = mel.shape
+        nt = max(len(c) for c in chars)
+        text = torch.zeros(b, nt, dtype=torch.long)
+        text_mask = torch.zeros(b, nt, dtype=torch.bool)
+        target = torch.zeros(b, n, dtype=torch.bool)
+        extra = {}
+        if aligned:  # one unit per 5 characters, frames split evenly among the units
+            n_units = (nt + 4) // 5
+            extra = {"char_unit": torch.full((b, nt), -1), "unit_frames": torch.zeros(b, n_units, 2, dtype=torch.long),
+                     "unit_mask": torch.zeros(b, n_units, dtype=torch.bool)}
+        for i, c in enumerate(chars):
+            text[i, : len(c)], text_mask[i, : len(c)] = c, True
+            target[i, data["target"][i][0] : data["target"][i][1]] = True
+            if aligned:
+                u = (len(c) + 4) // 5
+                extra["char_unit"][i, : len(c)] = torch.arange(len(c)) // 5
+                edges = torch.linspace(0, n, u + 1).long()
+                extra["unit_frames"][i, :u] = torch.stack([edges[:-1], edges[1:]], dim=-1)
+                extra["unit_mask"][i, :u] = True
+        zeros = torch.zeros(b, dtype=torch.long)
+        frame = torch.ones(b, n, dtype=torch.bool)
+        cond = Conditions(
+            frame_mask=frame, target_mask=target, prompt=mel * (~target)[..., None], text=text, text_mask=text_mask,
+            language=zeros, emotion=zeros, intensity=torch.zeros(b), emotion_known=zeros.bool(), rate=zeros,
+            loudness=zeros, drop_text=zeros.bool(), drop_prompt=zeros.bool(), **extra,
+        )
+        return mel, cond
+
+    def step(self) -> None:
+        from flowkit.train.objective import MicroBatch, accumulate, draw_flow, unit_sums
+
+        t, x0 = draw_flow(self.x1.shape, self.t_sampler, self.generator)
+        micro = MicroBatch(self.x1, self.cond, t, x0)
+        self.model.train()
+        accumulate(self.model, self.schedule, self.losses, self.names, [micro], {k: max(v, 1.0) for k, v in unit_sums([self.cond]).items()}, autocast=False)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+def n_params(model: torch.nn.Module) -> float:
+    return sum(p.numel() for p in model.parameters()) / 1e6
+
+
+def profile(name: str, step, steps: int = 3, rows: int = 10) -> None:
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
+
+    with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(steps):
+            step()
+    print(f"\n--- profile {name}: {steps} steps, top ops by self CPU time ---")
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("f5_src", type=Path, help="F5-TTS source tree (the directory holding src/f5_tts)")
+    parser.add_argument("--pairs", type=int, default=10, help="alternated step pairs per text path (after 2 warm-up)")
+    parser.add_argument("--batch", type=int, default=8)
+    parser.add_argument("--frames", type=int, default=400)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--profile", action="store_true", help="also profile 3 steps of each side")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    sys.path.insert(0, str(REPO))
+    dit_cls, cfm_cls = load_f5(args.f5_src)
+    data = make_data(args.batch, args.frames, seed=0)
+    f5 = F5Side(dit_cls, cfm_cls, data)
+    print(f"batch {args.batch} x {args.frames} frames of {MEL}-dim mel, dim {DIM}, depth {DEPTH}, heads {HEADS}, "
+          f"torch {torch.__version__}, {args.threads} threads; F5-TTS {n_params(f5.model):.2f}M parameters")
+    for text_path in ("unaligned", "aligned"):
+        fk = FlowkitSide(text_path, data)
+        for _ in range(2):
+            f5.step()
+            fk.step()
+        t_f5, t_fk = [], []
+        for k in range(args.pairs):
+            order = [(f5, t_f5), (fk, t_fk)] if k % 2 == 0 else [(fk, t_fk), (f5, t_f5)]
+            for side, times in order:
+                started = time.perf_counter()
+                side.step()
+                times.append(time.perf_counter() - started)
+        m_f5, m_fk = statistics.median(t_f5), statistics.median(t_fk)
+        print(f"{text_path:9s}: flowkit {n_params(fk.model):.2f}M parameters, median step {m_fk * 1e3:7.1f} ms; "
+              f"F5-TTS {m_f5 * 1e3:7.1f} ms")
+        print(f"ratio flowkit/F5: {m_fk / m_f5:.3f}  ({text_path}; target <= 0.80)")
+        if args.profile:
+            profile(f"flowkit {text_path}", fk.step)
+            if text_path == "unaligned":
+                profile("F5-TTS", f5.step)
+
+
+if __name__ == "__main__":
+    main()
