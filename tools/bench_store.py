@@ -3,7 +3,9 @@
 1. prepare speed of the shared corpus (log_mel, 2 workers) as a multiple of real time;
 2. batch assembly of 32 random segments (100-800 frames) from the store vs from an
    uncompressed numpy memmap of the same latents (medians of many repeats), for a few
-   chunk sizes, plus zarr's own API for reference;
+   chunk sizes, plus zarr's own API for reference; the store reads with its checksums on
+   (each chunk verified on its first read in the process, as training reads), next to the
+   same reads with the checks off, and the one-off cost of verifying every chunk;
 3. open + length index of a synthetic 100k-segment store (time and peak RSS, measured in
    a fresh process).
 
@@ -80,9 +82,30 @@ def bench_batches(store: Path, work: Path, repeats: int) -> None:
     base = time_it(lambda b: [np.asarray(mm[offsets[i] : offsets[i + 1]], dtype=np.float32) for i in b])
     print(f"batch of 32 segments (100-800 frames, d={reader.latent_dim}, fp16 -> float32), median of {repeats}:")
     print(f"  numpy memmap (reference)            {base * 1e3:8.3f} ms   1.00x")
-    store_t = time_it(reader.read)
+    from flowkit.data.store import verify_store
+
+    fresh = StoreReader.open(store)  # no chunk verified yet in this reader: the warm-up verifies them
+    store_t = time_it(fresh.read)
     chunk = reader.chunk_frames
-    print(f"  store fast path, {chunk:>6}-frame chunks {store_t * 1e3:8.3f} ms   {store_t / base:.2f}x (target <= 2x)")
+    print(f"  store fast path, {chunk:>6}-frame chunks {store_t * 1e3:8.3f} ms   {store_t / base:.2f}x "
+          "(checksums on; target <= 1.3x)")
+    unchecked = StoreReader.open(store)
+    unchecked._sums = None  # the same reader with the checksum checks off
+    t = time_it(unchecked.read)
+    print(f"  same, checksum checks off           {t * 1e3:8.3f} ms   {t / base:.2f}x")
+    t_mm, t_verify = [], []
+    for _ in range(5):
+        t = time.perf_counter()
+        float(np.asarray(mm, dtype=np.float32).sum())  # the whole store through the memmap, once
+        t_mm.append(time.perf_counter() - t)
+        again = StoreReader.open(store)
+        t = time.perf_counter()
+        n_chunks = verify_store(again)
+        t_verify.append(time.perf_counter() - t)
+    mb = mm.nbytes / 1e6
+    print(f"  verify all {n_chunks} chunks once ({mb:.0f} MB)  {statistics.median(t_verify) * 1e3:8.1f} ms   "
+          f"{statistics.median(t_verify) / statistics.median(t_mm):.2f}x one float32 pass over the memmap "
+          f"({statistics.median(t_mm) * 1e3:.1f} ms); paid once per process")
     for frames in (4096, 262144):
         alt = rechunk(store, work / f"c{frames}.zarr", frames)
         r2 = _borrow(reader, alt, frames)
@@ -109,6 +132,7 @@ def _borrow(reader, path: Path, frames: int):
     other.path = path
     other.chunk_frames = frames
     other._fds = {}
+    other._sums, other._verified = None, set()  # a bare zarr copy: no checksums recorded
     other._latents = zarr.open_group(str(path), mode="r")["latents"]
     return other
 

@@ -12,8 +12,8 @@ import typer
 
 
 def prepare(
-    inputs: Annotated[list[Path], typer.Argument(help="Folders with metadata.csv + wavs/, .jsonl/.csv manifests, LibriTTS folders, Lhotse manifests, Hugging Face save_to_disk folders or parquet files.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="The store to write, e.g. data/corpus.zarr (with --shard: the folder of shard stores).")],
+    inputs: Annotated[list[Path] | None, typer.Argument(help="Folders with metadata.csv + wavs/, .jsonl/.csv manifests, LibriTTS folders, Lhotse manifests, Hugging Face save_to_disk folders or parquet files.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="The store to write, e.g. data/corpus.zarr (with --shard: the folder of shard stores).")] = None,
     encoder: Annotated[str, typer.Option(help="Encoder plugin (see `flowkit plugins encoder`).")] = "log_mel",
     binding: Annotated[list[str] | None, typer.Option("--binding", "-b", help='gin binding, e.g. -b "prepare.max_seconds = 12" or -b "encoder.log_mel.n_mels = 100".')] = None,
     workers: Annotated[int, typer.Option(help="Worker processes that decode and encode (the parent writes).")] = 2,
@@ -25,6 +25,7 @@ def prepare(
     shard: Annotated[str | None, typer.Option(help="Write only part INDEX of COUNT (INDEX from 0) as OUT/shard-INDEX-of-COUNT.zarr, e.g. --shard 0/4.")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="Then print the data summary of the store (as `flowkit data`).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    verify: Annotated[Path | None, typer.Option("--verify", help="Check an existing store against the checksums prepare recorded (every latent chunk and metadata array); writes nothing.")] = None,
 ) -> None:
     """Decode, check and encode audio into a latent store; print what was accepted and rejected."""
     import attrs
@@ -33,8 +34,16 @@ def prepare(
     from flowkit.console import console
     from flowkit.data import prepare as prep
     from flowkit.data.shards import parse_shard
+    from flowkit.errors import ConfigError
     from flowkit.registry import get
 
+    if verify is not None:
+        if inputs or out is not None or append:
+            raise ConfigError("prepare --verify STORE takes no inputs, --out or --append; run it on its own")
+        _verify(verify)
+        return
+    if not inputs or out is None:
+        raise ConfigError("prepare needs INPUTS... and --out STORE (or --verify STORE to check a store)")
     part = parse_shard(shard) if shard is not None else None
     parse_bindings(binding or ())
     settings = prep.PrepareSettings()
@@ -58,3 +67,19 @@ def prepare(
         from flowkit.cli.data import print_summary
 
         print_summary([done.store])
+
+
+def _verify(path: Path) -> None:
+    from flowkit.console import console
+    from flowkit.data.store import StoreReader, verify_store
+
+    reader = StoreReader.open(path)  # the metadata checksums and every chunk file's size
+    try:
+        chunks = verify_store(reader)
+    finally:
+        reader.close()
+    if chunks:
+        what = f"{chunks} latent chunks and {len(reader.attrs['checksums']['arrays'])} metadata arrays match their checksums"
+    else:
+        what = "no checksums recorded (prepared by an older flowkit); the recomputed fingerprint matches"
+    console.print(f"{path}: ok, {reader.n_segments} segments; {what}", highlight=False, soft_wrap=True)

@@ -282,6 +282,18 @@ class LatentDataset:
             h.update(f"\n{s.store}\t{s.segment_id}".encode())
         return h.hexdigest()
 
+    def verify_stores(self) -> None:
+        """Check every store as it is now against what prepare wrote: every latent chunk's
+        checksum (or, for a store without checksums, its recomputed fingerprint).
+
+        Raises:
+            DataError: a store whose contents changed after prepare (names the chunk).
+        """
+        from flowkit.data.store import verify_store
+
+        for reader in self._readers:
+            verify_store(reader)
+
     def close(self) -> None:
         """Close every store's file handles."""
         for r in self._readers:

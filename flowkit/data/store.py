@@ -20,6 +20,12 @@ choices):
 
 Metadata arrays are zstd-compressed (they are read whole, once, at open).
 
+Checksums (`flowkit.data.checksums`): the commit records a CRC-32 per latent chunk and
+per metadata array. Opening a store checks that every latent chunk file exists with its
+recorded size and that the metadata arrays match; a process verifies a chunk's checksum
+the first time it reads from it; `verify_store` checks every chunk. A mismatch is a
+`DataError` naming the store, the chunk or array, and the fix.
+
 Commit protocol. Arrays may hold more rows than the store has *committed*: the group
 attribute ``n_segments`` is the committed count and is written last (one atomic file
 write), so a reader only ever sees committed segments and an interrupted append leaves
@@ -45,6 +51,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flowkit.data import checksums
 from flowkit.errors import DataError
 
 FORMAT_NAME = "flowkit-latent-store"
@@ -264,6 +271,7 @@ class StoreWriter:
         """
         import zarr
 
+        path = Path(path)
         reader = StoreReader.open(path)  # validates the store
         ids = set(reader.strings["segment_id"])
         reader.close()
@@ -345,6 +353,7 @@ class StoreWriter:
         self._write_tail("units", self.units0, units, width=4)
         unit_counts = np.array([len(r["units"] or []) for r in self.records], np.int64)
         self._write_tail("unit_offsets", self.n0 + 1, self.units0 + np.cumsum(unit_counts))
+        sums = self._checksums(n_total, int(self._written_frames), int(n_units))
         # the commit point: one atomic write of the group's zarr.json
         new_attrs = dict(self.attrs)
         new_attrs.update(
@@ -354,6 +363,7 @@ class StoreWriter:
             fingerprint=self.fingerprint,
             complete=True,
         )
+        new_attrs[checksums.ATTR] = sums
         self.group.attrs.put(new_attrs)
         self.attrs = new_attrs
         if self.new:
@@ -366,10 +376,46 @@ class StoreWriter:
         self._lengths.clear()
         return self.final_path
 
+    def _checksums(self, n: int, total_frames: int, n_units: int) -> dict[str, Any]:
+        """Checksums of what this commit publishes, read back from the files just written.
+
+        Latent chunks before the first one this writer touched keep their recorded value
+        (a store prepared before checksums existed gets all of them).
+        """
+        old = None if self.new else checksums.recorded(self.attrs)
+        chunks = list(old["latent_chunks"]) if old else []
+        first = min(len(chunks), self.frames0 // self.chunk_frames)
+        del chunks[first:]
+        row_bytes = self.latent_dim * self.dtype.itemsize
+        for k in range(first, checksums.n_chunks(self.chunk_frames, total_frames)):
+            start, end = checksums.chunk_rows(k, self.chunk_frames, total_frames)
+            file = chunk_file(self.path, k)
+            with open(file, "rb") as f:
+                data = f.read((end - start) * row_bytes)
+            chunks.append([file.stat().st_size, checksums.crc32_of(data)])
+        arrays = {name: checksums.crc32_of(np.asarray(self.group[name][:length]))
+                  for name, length in committed_lengths(self.group, n, n_units).items()}
+        return {"algorithm": checksums.ALGORITHM, "latent_chunks": chunks, "arrays": arrays}
+
     def abort(self) -> None:
         """Drop a new store's partial folder (nothing of an appended store is published)."""
         if self.new:
             remove_partial(self.path)
+
+
+def chunk_file(path: Path, k: int) -> Path:
+    """Latent chunk ``k``'s file (zarr v3 default key encoding, one chunk across the channels)."""
+    return path / "latents" / "c" / str(k) / "0"
+
+
+def committed_lengths(group: Any, n: int, n_units: int) -> dict[str, int]:
+    """Each metadata array's committed length for ``n`` segments (the part its checksum covers)."""
+    lengths = {"offsets": n + 1, "unit_offsets": n + 1, "units": n_units}
+    for name in STRING_FIELDS:
+        lengths[f"{name}_offsets"] = n + 1
+        lengths[name] = int(group[f"{name}_offsets"][n]) if n else 0
+    lengths.update({name: n for name in SEGMENT_ARRAYS})
+    return lengths
 
 
 def partial_path(path: Path) -> Path:
@@ -411,6 +457,9 @@ class StoreReader:
         self.attrs: dict[str, Any] = {}
         self._fds: dict[int, int] = {}
         self._pid = os.getpid()
+        self._verified: set[int] = set()  # latent chunks whose checksum this process has checked
+        self._sums: dict[str, Any] | None = None
+        self._meta_crc: dict[str, int] = {}
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> StoreReader:
@@ -477,9 +526,11 @@ class StoreReader:
     def _values(self, array: Any, name: str, stop: int) -> np.ndarray:
         """``array[:stop]``; a chunk that does not decode (bit rot, a torn copy) is a DataError."""
         try:
-            return np.asarray(array[:stop])
+            values = np.asarray(array[:stop])
         except Exception as exc:
             raise _fail(self.path, f"cannot read array {name!r} ({type(exc).__name__}: {exc}); the store is damaged, rebuild it with `flowkit prepare`") from None
+        self._meta_crc[name] = checksums.crc32_of(values)
+        return values
 
     def _offsets(self, group: Any, name: str, n: int, limit: int) -> np.ndarray:
         array = self._array(group, name, "int64")
@@ -535,6 +586,68 @@ class StoreReader:
         self.units = self._values(units, "units", int(self.unit_offsets[-1]))
         self._units_list: list[tuple[int, ...]] | None = None
         self._fast = self._fast_path_ok(latents)
+        self._sums = checksums.recorded(a)
+        self._check_files()
+
+    def _check_files(self) -> None:
+        """The cheap checks at open: metadata checksums, every latent chunk file present with its size."""
+        damaged = "the store is damaged; rebuild it by re-running `flowkit prepare`"
+        sums = self._sums
+        if sums is not None:
+            for name, crc in sorted(sums.get("arrays", {}).items()):
+                if self._meta_crc.get(name) != crc:
+                    raise _fail(self.path, f"metadata array {name!r} fails its checksum (crc32 {self._meta_crc.get(name, 0):08x}, "
+                                f"{crc:08x} at prepare); {damaged}")
+        total = int(self.offsets[-1])
+        count = self._n_chunks = checksums.n_chunks(self.chunk_frames, total)
+        if sums is not None and len(sums["latent_chunks"]) != count:
+            raise _fail(self.path, f"checksums name {len(sums['latent_chunks'])} latent chunks for {count} chunks of "
+                        f"committed frames; {damaged}")
+        if not self._fast:
+            return
+        row_bytes = self.latent_dim * self.latent_dtype.itemsize
+        for k in range(count):
+            file = chunk_file(self.path, k)
+            try:
+                size = file.stat().st_size
+            except FileNotFoundError:
+                start, end = checksums.chunk_rows(k, self.chunk_frames, total)
+                raise _fail(self.path, f"latent chunk {k} ({file.relative_to(self.path)}, frames {start}-{end}) is missing "
+                            f"(it would read as zeros); {damaged}") from None
+            want = sums["latent_chunks"][k][0] if sums is not None else None
+            short = (checksums.chunk_rows(k, self.chunk_frames, total)[1] - k * self.chunk_frames) * row_bytes
+            if (want is not None and size != want) or size < short:
+                raise _fail(self.path, f"latent chunk {k} ({file.relative_to(self.path)}) has {size} bytes, "
+                            f"{want if want is not None else f'at least {short}'} at prepare; {damaged}")
+
+    def verify_chunk(self, k: int) -> None:
+        """Check latent chunk ``k`` against its recorded checksum (once per process; no-op without checksums).
+
+        Raises:
+            DataError: the chunk's committed bytes differ from what prepare wrote.
+        """
+        if os.getpid() != self._pid:
+            self._fds, self._verified, self._pid = {}, set(), os.getpid()
+        if self._sums is None or k in self._verified:
+            return
+        start, end = checksums.chunk_rows(k, self.chunk_frames, int(self.offsets[-1]))
+        file = chunk_file(self.path, k)
+        if self._fast:
+            fd = self._fd(k)
+            want = (end - start) * self.latent_dim * self.latent_dtype.itemsize
+            data = os.pread(fd, want, 0) if fd is not None else b""
+            if len(data) != want:
+                raise _fail(self.path, f"latent chunk {k} ({file.relative_to(self.path)}) is truncated; "
+                            "the store is damaged; rebuild it by re-running `flowkit prepare`")
+            crc = checksums.crc32_of(data)
+        else:
+            crc = checksums.crc32_of(np.asarray(self._latents[start:end]))
+        recorded_crc = int(self._sums["latent_chunks"][k][1])
+        if crc != recorded_crc:
+            raise _fail(self.path, f"latent chunk {k} ({file.relative_to(self.path)}, frames {start}-{end}) fails its "
+                        f"checksum (crc32 {crc:08x}, {recorded_crc:08x} at prepare): the file changed after prepare; "
+                        "the store is damaged; rebuild it by re-running `flowkit prepare`")
+        self._verified.add(k)
 
     @staticmethod
     def _fast_path_ok(latents: Any) -> bool:
@@ -556,12 +669,11 @@ class StoreReader:
     # ---- latents ---------------------------------------------------------
     def _fd(self, chunk: int) -> int | None:
         if os.getpid() != self._pid:  # forked: never share file offsets/handles with the parent
-            self._fds = {}
-            self._pid = os.getpid()
+            self._fds, self._verified, self._pid = {}, set(), os.getpid()
         fd = self._fds.get(chunk)
         if fd is None:
             try:
-                fd = os.open(self.path / "latents" / "c" / str(chunk) / "0", os.O_RDONLY)
+                fd = os.open(chunk_file(self.path, chunk), os.O_RDONLY)
             except FileNotFoundError:
                 return None  # never written: zarr's fill value (0)
             self._fds[chunk] = fd
@@ -570,11 +682,18 @@ class StoreReader:
     def _read_rows(self, start: int, end: int) -> np.ndarray:
         """Rows ``[start, end)`` of the latents in the stored dtype, straight from chunk files."""
         out = np.empty((end - start, self.latent_dim), dtype=self.latent_dtype.newbyteorder("<"))
+        c = self.chunk_frames
+        if self._sums is not None:
+            if os.getpid() != self._pid:  # forked: this process checks the chunks it reads again
+                self._fds, self._verified, self._pid = {}, set(), os.getpid()
+            if len(self._verified) < self._n_chunks:  # once all are checked, reads pay nothing more
+                for chunk in range(start // c, (end - 1) // c + 1 if end > start else start // c):
+                    if chunk not in self._verified:
+                        self.verify_chunk(chunk)
         if not self._fast:
             out[:] = self._latents[start:end]
             return out
         row_bytes = self.latent_dim * self.latent_dtype.itemsize
-        c = self.chunk_frames
         flat = out.reshape(-1).view(np.uint8)
         pos = start
         while pos < end:
@@ -582,12 +701,12 @@ class StoreReader:
             stop = min(end, (chunk + 1) * c)
             fd = self._fd(chunk)
             piece = flat[(pos - start) * row_bytes : (stop - start) * row_bytes]
-            if fd is None:
-                piece[:] = 0
-            else:
-                got = os.preadv(fd, [piece], (pos - chunk * c) * row_bytes)
-                if got != piece.nbytes:
-                    raise _fail(self.path, f"latents chunk {chunk} is truncated; the store is damaged")
+            if fd is None:  # present at open, deleted since
+                raise _fail(self.path, f"latent chunk {chunk} ({chunk_file(self.path, chunk).relative_to(self.path)}) is "
+                            "missing; the store is damaged; rebuild it by re-running `flowkit prepare`")
+            got = os.preadv(fd, [piece], (pos - chunk * c) * row_bytes)
+            if got != piece.nbytes:
+                raise _fail(self.path, f"latents chunk {chunk} is truncated; the store is damaged")
             pos = stop
         return out
 
@@ -656,6 +775,26 @@ class StoreReader:
         other = StoreReader.open(state["path"])
         self.__dict__.update(other.__dict__)
         other._fds = {}
+
+
+def verify_store(reader: StoreReader) -> int:
+    """Check every latent chunk of ``reader``'s store against its checksum (the metadata
+    and chunk files were checked at open). Returns the number of chunks checked; 0 for a
+    store prepared before checksums existed, whose fingerprint is recomputed instead.
+
+    Raises:
+        DataError: a chunk that differs from what prepare wrote, or (without checksums)
+            contents whose fingerprint is not the recorded one.
+    """
+    if reader._sums is None:
+        if recompute_fingerprint(reader) != reader.attrs["fingerprint"]:
+            raise _fail(reader.path, "its contents no longer match its fingerprint (it has no per-chunk checksums: "
+                        "prepared by an older flowkit); the store is damaged; rebuild it by re-running `flowkit prepare`")
+        return 0
+    count = checksums.n_chunks(reader.chunk_frames, int(reader.offsets[-1]))
+    for k in range(count):
+        reader.verify_chunk(k)
+    return count
 
 
 def reader_meta(reader: StoreReader, row: int) -> dict[str, Any]:

@@ -300,6 +300,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
         if origin.kind == "resume":
             assert loaded is not None
             compatibility.check_data(loaded.meta.get("data_fingerprint"), fingerprint, run_dir=str(workspace.root))
+            train_set.verify_stores()  # the recorded fingerprint holds only if the stores are as prepare wrote them
             compatibility.check_steps(loaded.step, settings.steps, checkpoint=str(loaded.path))
         if loaded is None:
             stats = compute_latent_stats(train_set)

@@ -7,7 +7,7 @@ from collections import Counter
 from flowkit.data.dataset import LatentDataset
 from flowkit.data.demo import demo_clips_path, demo_prepare_settings, demo_store_path
 from flowkit.data.stats import compute_latent_stats
-from flowkit.data.store import StoreReader, recompute_fingerprint
+from flowkit.data.store import StoreReader, recompute_fingerprint, verify_store
 
 
 def test_demo_store_is_complete_and_balanced():
@@ -27,6 +27,7 @@ def test_demo_store_is_complete_and_balanced():
     assert stats.n_frames == int(train.lengths.sum())
     reader = StoreReader.open(path)
     assert recompute_fingerprint(reader) == reader.attrs["fingerprint"]
+    assert verify_store(reader) == 3  # every latent chunk carries its checksum
     size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
     assert size < 10e6
 

@@ -35,6 +35,13 @@ def _edit_attrs(path: Path, **changes) -> None:
     (path / "zarr.json").write_text(json.dumps(node))
 
 
+def _without_checksums(path: Path) -> None:
+    """Make ``path`` a store as flowkit wrote it before checksums: the checks behind them must hold alone."""
+    node = json.loads((path / "zarr.json").read_text())
+    del node["attributes"]["checksums"]
+    (path / "zarr.json").write_text(json.dumps(node))
+
+
 def _missing_array(p: Path) -> None:
     del _group(p)["speaker"]
 
@@ -183,6 +190,7 @@ def test_bad_segments_are_rejected_by_reason(tmp_path: Path) -> None:
     row = 16 + 3  # spk1_93: its first unit now ends before it starts
     units[unit_offsets[row]] = [2, 1, 0, 5]
     g["units"][:] = units
+    _without_checksums(path)  # as if prepare had written the bad timings (its checksum would refuse the edit)
 
     ds = LatentDataset.open([path], "train")
     by_id = {r.segment_id: r.reason for r in ds.report.rejections}
@@ -191,8 +199,10 @@ def test_bad_segments_are_rejected_by_reason(tmp_path: Path) -> None:
     assert ds.report.to_dict()["rejected_by_reason"] == {"bad_units": 1, "empty_text": 1, "non_finite": 1, "too_short": 1}
 
 
-def test_latents_damaged_after_prepare_are_caught_at_read(store: Path, tmp_path: Path) -> None:
-    """NaN written into the latents after prepare (bit rot, a stray script): the per-segment
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "older-store"])
+def test_latents_damaged_after_prepare_are_caught_at_read(store: Path, tmp_path: Path, checksums: bool) -> None:
+    """NaN written into the latents after prepare (bit rot, a stray script): the chunk's
+    checksum refuses it on the first read; in a store without checksums the per-segment
     ``max_abs`` no longer tells, so reading the segment must refuse it rather than feed a
     NaN into training."""
     bad = tmp_path / "rot.zarr"
@@ -201,19 +211,24 @@ def test_latents_damaged_after_prepare_are_caught_at_read(store: Path, tmp_path:
     values = latents[:]
     values[5:7] = math.nan  # inside segment 0
     latents[:] = values
+    if not checksums:
+        _without_checksums(bad)
     ds = LatentDataset.open([bad], "train")
-    with pytest.raises(DataError, match=r"spk0_00.*non-finite"):
+    match = r"latent chunk 0 \(latents/c/0/0, frames 0-\d+\) fails its checksum" if checksums else r"spk0_00.*non-finite"
+    with pytest.raises(DataError, match=match):
         ds.read(list(range(len(ds))))
 
 
-def test_a_truncated_latent_chunk_is_caught_at_read(store: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "older-store"])
+def test_a_truncated_latent_chunk_is_caught_at_open(store: Path, tmp_path: Path, checksums: bool) -> None:
     bad = tmp_path / "cut.zarr"
     shutil.copytree(store, bad)
     chunk = bad / "latents" / "c" / "0" / "0"
     chunk.write_bytes(chunk.read_bytes()[:1000])
-    ds = LatentDataset.open([bad], "train")
-    with pytest.raises(DataError, match="truncated"):
-        ds.read(list(range(len(ds))))
+    if not checksums:
+        _without_checksums(bad)
+    with pytest.raises(DataError, match=r"latent chunk 0 \(latents/c/0/0\) has 1000 bytes"):
+        LatentDataset.open([bad], "train")
 
 
 # ---- the same through the CLI -------------------------------------------------------
@@ -249,7 +264,7 @@ def test_train_on_a_store_whose_latents_rotted_stops_with_one_line(store: Path, 
     values[:] = math.nan
     latents[:] = values
     result = cli(*train_argv(bad, tmp_path / "run", 2)[3:])
-    assert_one_clear_line(result, "non-finite")
+    assert_one_clear_line(result, "fails its checksum")
 
 
 @pytest.mark.slow
