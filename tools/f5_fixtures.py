@@ -31,6 +31,7 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 OUT = REPO / "tests" / "fixtures" / "f5"
+sys.path.insert(0, str(REPO / "tests" / "interop"))  # f5_weights: the seeded weights both sides build
 CORPUS = REPO.parent / "shared" / "data" / "asterisk-5voice"
 F5_COMMIT = "2ae2c9bd9b64dab2cb069c4b97e5e7673c521e01"
 
@@ -89,15 +90,63 @@ def write_mel() -> None:
     print(f"wrote {OUT / 'vocos_mel.npz'} ({(OUT / 'vocos_mel.npz').stat().st_size} bytes)")
 
 
+#: (name, F5 config, DiT keyword arguments, vocabulary size, seed). "small" is dim 256 /
+#: depth 4 (F5TTS_v1_Small's width), "base" the released F5TTS_v1_Base / F5TTS_Base sizes;
+#: text_mask_padding / pe_attn_head as in F5's configs/F5TTS_v1_Base.yaml and F5TTS_Base.yaml.
+DIT_CASES = (
+    ("small_v1", "F5TTS_v1_Base", dict(dim=256, depth=4, heads=4, ff_mult=2, text_dim=128, conv_layers=2,
+                                       text_mask_padding=True, pe_attn_head=None), 40, 11),
+    ("small_base", "F5TTS_Base", dict(dim=256, depth=4, heads=4, ff_mult=2, text_dim=128, conv_layers=2,
+                                      text_mask_padding=False, pe_attn_head=1), 40, 12),
+    ("base_v1", "F5TTS_v1_Base", dict(dim=1024, depth=22, heads=16, ff_mult=2, text_dim=512, conv_layers=4,
+                                      text_mask_padding=True, pe_attn_head=None), 2545, 13),
+    ("base_base", "F5TTS_Base", dict(dim=1024, depth=22, heads=16, ff_mult=2, text_dim=512, conv_layers=4,
+                                     text_mask_padding=False, pe_attn_head=1), 2545, 14),
+)
+DROPS = ((False, False), (True, False), (False, True), (True, True))
+
+
+def write_dit() -> None:
+    """F5's DiT velocity with seeded random weights: both configs, small and base sizes,
+    with and without a mask, each CFG drop flag (inputs, key shapes and outputs stored)."""
+    import torch
+    from f5_tts.model.backbones.dit import DiT
+    from f5_weights import random_f5_state, random_inputs
+
+    torch.set_num_threads(2)
+    for name, config, kwargs, vocab, seed in DIT_CASES:
+        torch.manual_seed(0)
+        model = DiT(**kwargs, text_num_embeds=vocab, mel_dim=100).eval()
+        shapes = {k: list(v.shape) for k, v in model.state_dict().items()}
+        state = random_f5_state(shapes, seed)
+        model.load_state_dict({k: torch.from_numpy(v) for k, v in state.items()})
+        inputs = random_inputs(seed, batch=2, frames=48 if name.startswith("small") else 24, text_len=20, vocab=vocab)
+        t = {k: torch.from_numpy(v) for k, v in inputs.items()}
+        arrays = {f"in_{k}": v for k, v in inputs.items()}
+        with torch.no_grad():
+            for masked in (False, True):
+                for drop_audio, drop_text in DROPS:
+                    out = model(x=t["x"], cond=t["cond"], text=t["text"], time=t["time"],
+                                mask=t["mask"] if masked else None, drop_audio_cond=drop_audio, drop_text=drop_text)
+                    arrays[f"out_mask{int(masked)}_a{int(drop_audio)}_t{int(drop_text)}"] = out.numpy()
+        checksum = float(sum(float(np.abs(v).sum()) for v in state.values()))
+        meta = {"f5_commit": F5_COMMIT, "config": config, "dit_kwargs": kwargs, "text_num_embeds": vocab,
+                "seed": seed, "shapes": shapes, "weights_abs_sum": checksum,
+                "f5_call": "f5_tts.model.backbones.dit.DiT(...).eval()(x, cond, text, time, mask, drop_audio_cond, drop_text)"}
+        target = OUT / f"dit_{name}.npz"
+        np.savez_compressed(target, meta=np.array(json.dumps(meta)), **arrays)
+        print(f"wrote {target} ({target.stat().st_size} bytes)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--f5-src", type=Path, required=True, help="F5-TTS's src/ folder (holds f5_tts/)")
-    parser.add_argument("what", choices=["mel"], nargs="+")
+    parser.add_argument("what", choices=["mel", "dit"], nargs="+")
     args = parser.parse_args()
     _bypass_package_inits(args.f5_src.resolve())
     OUT.mkdir(parents=True, exist_ok=True)
     for what in args.what:
-        {"mel": write_mel}[what]()
+        {"mel": write_mel, "dit": write_dit}[what]()
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ from flowkit.errors import ConfigError
 from flowkit.model.conditions import Conditions
 from flowkit.model.durations import durations_from_log, place_chars
 from flowkit.model.packing import PackedIndex, PackLayout
+from flowkit.model.f5_arch import ARCHS, F5TextEncoder, f5_arch_options, f5_time_sinusoid, mish
 from flowkit.model.presets import PRESETS, SIZE_FIELDS
 from flowkit.registry import register
 
@@ -101,6 +102,11 @@ class DiTConfig:
     # about a third more compute for a fraction of the activation memory. Not part of the
     # architecture (a checkpoint trained either way loads either way).
     checkpoint_activations: bool = False
+    # flowkit | f5_v1 | f5_base: F5-TTS's arithmetic (flowkit.model.f5_arch) so its weights load
+    arch: str = "flowkit"
+    # language, emotion, rate, loudness into adaLN; F5-TTS has none (its imports: False)
+    conditions: bool = True
+    long_skip: bool = False  # F5-TTS's long_skip_connection: Linear(cat(out, in)) over the blocks
 
     def __attrs_post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -114,6 +120,13 @@ class DiTConfig:
         if self.dur_cond not in DUR_CONDS:
             raise ConfigError(
                 f"model.dit.dur_cond = {self.dur_cond!r}; use one of: {', '.join(map(repr, DUR_CONDS))}"
+            )
+        if self.arch not in ARCHS:
+            raise ConfigError(f"model.dit.arch = {self.arch!r}; use one of: {', '.join(map(repr, ARCHS))}")
+        if self.arch != "flowkit" and self.text_path != "unaligned":
+            raise ConfigError(
+                f"model.dit.arch = {self.arch!r} is F5-TTS's network, which has only the unaligned "
+                "text path; set model.dit.text_path = 'unaligned' or arch = 'flowkit'"
             )
         if self.dur_cond != "none" and self.text_path != "aligned":
             raise ConfigError(
@@ -156,6 +169,9 @@ class DiTConfig:
             "text_path": self.text_path,
             "dur_cond": self.dur_cond,
             "conv_pos_kernel": self.conv_pos_kernel,
+            "arch": self.arch,
+            "conditions": self.conditions,
+            "long_skip": self.long_skip,
         }
 
     @classmethod
@@ -170,6 +186,11 @@ class DiTConfig:
         if unknown:
             raise ConfigError(f"model config has unknown fields {unknown}; known: {sorted(known)}")
         return cls(**dict(d))
+
+    @property
+    def f5_options(self) -> dict[str, Any]:
+        """F5-TTS's ``text_mask_padding`` and ``pe_attn_head`` of this arch (empty for flowkit's)."""
+        return {} if self.arch == "flowkit" else f5_arch_options(self.arch)
 
     def build(self, latent_dim: int, vocab_size: int, n_languages: int) -> DiT:
         """The network for latents of ``latent_dim`` channels, character ids in
@@ -223,8 +244,11 @@ def _masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return x.masked_fill(~mask[..., None], 0.0)
 
 
-def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
-    """``[b dim]`` sin/cos features of ``t * 1000`` (t in [0, 1]); periods up to 10^4."""
+def sinusoidal_embedding(t: torch.Tensor, dim: int, *, f5: bool = False) -> torch.Tensor:
+    """``[b dim]`` sin/cos features of ``t * 1000`` (t in [0, 1]); periods up to 10^4.
+    ``f5``: F5-TTS's frequency spacing (`flowkit.model.f5_arch.f5_time_sinusoid`)."""
+    if f5:
+        return f5_time_sinusoid(t, dim, _TIME_SCALE)
     half = dim // 2
     freqs = torch.exp(
         -math.log(10_000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half
@@ -236,12 +260,13 @@ def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
 class TimeEmbedding(nn.Module):
     """Flow time ``t [b]`` -> ``[b c]``: sinusoidal features and a two-layer MLP."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, f5: bool = False) -> None:
         super().__init__()
+        self.f5 = f5
         self.mlp = nn.Sequential(nn.Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), nn.Linear(dim, dim))
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        return self.mlp(sinusoidal_embedding(t, _TIME_FREQ_DIM))
+        return self.mlp(sinusoidal_embedding(t, _TIME_FREQ_DIM, f5=self.f5))
 
 
 class EmotionEmbedding(nn.Module):
@@ -267,7 +292,7 @@ class GlobalEmbedding(nn.Module):
     """Per-item conditions (language, emotion + intensity, rate and loudness buckets) -> ``[b c]``,
     added to the time embedding that drives adaLN."""
 
-    def __init__(self, dim: int, n_languages: int) -> None:
+    def __init__(self, dim: int, n_languages: int, zero: bool = False) -> None:
         super().__init__()
         self.language = nn.Embedding(n_languages + 1, dim)
         self.emotion = EmotionEmbedding(dim)
@@ -275,6 +300,9 @@ class GlobalEmbedding(nn.Module):
         self.loudness = nn.Embedding(N_LOUDNESS_BUCKETS + 1, dim)
         for emb in (self.language, self.emotion.emotion, self.rate, self.loudness):
             nn.init.normal_(emb.weight, std=0.02)
+        if zero:  # exactly no effect until trained (conditions added to an F5-TTS model)
+            for param in self.parameters():
+                nn.init.zeros_(param)
 
     def forward(self, cond: Conditions) -> torch.Tensor:
         return (
@@ -316,6 +344,12 @@ class ConvNeXtBlock(nn.Module):
         h = self.grn(F.gelu(self.up(self.norm(h))), mask)
         return _masked(x + self.down(h), mask)
 
+    def residual_branch(self, x: torch.Tensor) -> torch.Tensor:
+        """The branch alone over every position, no masking (F5-TTS's text encoder)."""
+        h = self.dwconv(x.transpose(1, 2)).transpose(1, 2)
+        every = torch.ones(h.shape[:2], dtype=torch.bool, device=h.device)
+        return self.down(self.grn(F.gelu(self.up(self.norm(h))), every))
+
 
 class TextEncoder(nn.Module):
     """Character ids ``[b L]`` -> ``[b L text_dim]``: embedding and ConvNeXt layers (F5-TTS).
@@ -341,15 +375,16 @@ class ConvPositionEmbedding(nn.Module):
     sense of relative position before the first attention layer. SiLU replaces F5-TTS's Mish:
     the same shape of curve, and several times cheaper to differentiate on the CPU."""
 
-    def __init__(self, dim: int, kernel: int) -> None:
+    def __init__(self, dim: int, kernel: int, f5: bool = False) -> None:
         super().__init__()
         groups = math.gcd(16, dim)
+        self.act = mish if f5 else F.silu
         self.conv1 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
         self.conv2 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = F.silu(self.conv1(_masked(x, mask).transpose(1, 2)))
-        h = F.silu(self.conv2(_masked(h.transpose(1, 2), mask).transpose(1, 2)))
+        h = self.act(self.conv1(_masked(x, mask).transpose(1, 2)))
+        h = self.act(self.conv2(_masked(h.transpose(1, 2), mask).transpose(1, 2)))
         return x + _masked(h.transpose(1, 2), mask)
 
 
@@ -360,6 +395,16 @@ def rotary_tables(n: int, head_dim: int, device: torch.device) -> tuple[torch.Te
     )
     angle = torch.arange(n, device=device, dtype=torch.float32)[:, None] * inv[None, :]
     return torch.cos(angle), torch.sin(angle)
+
+
+def rotary_tables_on_heads(
+    n: int, head_dim: int, heads: int, rotated: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(cos, sin)`` ``[heads n head_dim/2]`` rotating only the first ``rotated`` heads
+    (F5-TTS's ``pe_attn_head``); the others get the identity (cos 1, sin 0: exact)."""
+    cos, sin = rotary_tables(n, head_dim, device)
+    keep = (torch.arange(heads, device=device) < rotated)[:, None, None]
+    return torch.where(keep, cos, torch.ones_like(cos)), torch.where(keep, sin, torch.zeros_like(sin))
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -554,7 +599,11 @@ class DiT(nn.Module):
         self.latent_dim, self.vocab_size, self.n_languages = latent_dim, vocab_size, n_languages
         dim, text_dim = s["dim"], s["text_dim"]
         self.head_dim = dim // s["heads"]
-        self.text = TextEncoder(vocab_size, text_dim, s["conv_layers"])
+        f5 = cfg.arch != "flowkit"
+        if f5:
+            self.text = F5TextEncoder(vocab_size, text_dim, s["conv_layers"], cfg.f5_options["text_mask_padding"])
+        else:
+            self.text = TextEncoder(vocab_size, text_dim, s["conv_layers"])
         if cfg.text_path == "aligned":
             self.duration = DurationHead(
                 text_dim, s["dur_hidden"], n_languages, cfg.dur_cond == "emotion"
@@ -563,13 +612,14 @@ class DiT(nn.Module):
             self.gap = nn.Parameter(torch.zeros(text_dim))
         self.input_proj = nn.Linear(2 * latent_dim + text_dim, dim)
         self.conv_pos = (
-            ConvPositionEmbedding(dim, cfg.conv_pos_kernel) if cfg.conv_pos_kernel else None
+            ConvPositionEmbedding(dim, cfg.conv_pos_kernel, f5=f5) if cfg.conv_pos_kernel else None
         )
-        self.time = TimeEmbedding(dim)
-        self.globals = GlobalEmbedding(dim, n_languages)
+        self.time = TimeEmbedding(dim, f5=f5)
+        self.globals = GlobalEmbedding(dim, n_languages, zero=f5) if cfg.conditions else None
         self.blocks = nn.ModuleList(
             DiTBlock(dim, s["heads"], s["ff_mult"], float(s["dropout"])) for _ in range(s["depth"])
         )
+        self.long_skip = nn.Linear(2 * dim, dim, bias=False) if cfg.long_skip else None
         self.final = FinalLayer(dim, latent_dim)
 
     def spec(self) -> dict[str, Any]:
@@ -580,6 +630,14 @@ class DiT(nn.Module):
             "vocab_size": self.vocab_size,
             "n_languages": self.n_languages,
         }
+
+    def rotary(self, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rotary ``(cos, sin)`` for ``n`` frames: ``[n hd/2]``, or ``[h n hd/2]`` when only
+        the first heads rotate (F5-TTS's ``pe_attn_head``)."""
+        rotated = self.cfg.f5_options.get("pe_attn_head")
+        if rotated is None:
+            return rotary_tables(n, self.head_dim, device)
+        return rotary_tables_on_heads(n, self.head_dim, self.cfg.sizes()["heads"], rotated, device)
 
     def _encode_chars(self, cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
         """``(encoded characters [b nt text_dim], log_duration [b nt])`` (aligned path)."""
@@ -613,6 +671,8 @@ class DiT(nn.Module):
             ids = torch.zeros(cond.frame_mask.shape, dtype=torch.long, device=cond.text.device)
             ids[:, :k] = cond.text[:, :k].masked_fill(~cond.text_mask[:, :k], 0)
             ids = ids.masked_fill(~cond.frame_mask, 0)
+            if self.cfg.arch != "flowkit":  # F5-TTS encodes a dropped text as filler ids
+                return self.text(ids, cond.frame_mask, cond.drop_text), None
             return self.text(ids, cond.frame_mask), None
         chars, log_duration = self._encode_chars(cond)
         # The placement is a step function of the durations (frame boundaries are rounded),
@@ -649,24 +709,30 @@ class DiT(nn.Module):
         show_prompt = frame & ~cond.target_mask & ~cond.drop_prompt[:, None]
         prompt = _masked(cond.prompt.to(x_t.dtype), show_prompt)
         text, log_duration = self._text_frames(cond, phase)
-        text = _masked(text, ~cond.drop_text[:, None].expand(b, n))
+        if self.cfg.arch == "flowkit":
+            text = _masked(text, ~cond.drop_text[:, None].expand(b, n))
         h = self.input_proj(torch.cat([_masked(x_t, frame), prompt, text.to(x_t.dtype)], dim=-1))
         if self.conv_pos is not None:
             h = self.conv_pos(h, frame)
-        c = self.time(t.to(x_t.device)) + self.globals(cond)
+        c = self.time(t.to(x_t.device))
+        if self.globals is not None:
+            c = c + self.globals(cond)
         layout = cond.layout if cond.layout is not None else PackLayout.plan(frame.sum(1).tolist())
         if layout.is_dense(n):
-            packed, rope = None, rotary_tables(n, self.head_dim, x_t.device)
+            packed, rope = None, self.rotary(n, x_t.device)
         else:
             packed = layout.index(n, x_t.device)
-            cos, sin = rotary_tables(max(packed.max_len, 1), self.head_dim, x_t.device)
-            rope = (cos.index_select(0, packed.pos), sin.index_select(0, packed.pos))
+            cos, sin = self.rotary(max(packed.max_len, 1), x_t.device)
+            rope = (cos.index_select(-2, packed.pos), sin.index_select(-2, packed.pos))
             h = packed.pack(h)
+        skip = h
         for block in self.blocks:
             if self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled():
                 h = torch.utils.checkpoint.checkpoint(block, h, c, rope, packed, use_reentrant=False)
             else:
                 h = block(h, c, rope, packed)
+        if self.long_skip is not None:
+            h = self.long_skip(torch.cat([h, skip], dim=-1))
         out = self.final(h, c, packed)
         out = _masked(out, frame) if packed is None else packed.unpack(out, b)
         return ModelOutput(output=out, log_duration=log_duration)

@@ -1,0 +1,1 @@
+"""Interoperation with other TTS projects' checkpoints (F5-TTS: `flowkit.interop.f5`)."""
