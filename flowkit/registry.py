@@ -85,6 +85,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "flowkit.losses",
     "flowkit.model.dit",
     "flowkit.data.text",
+    "flowkit.data.text_f5",
     "flowkit.data.encoders",
     "flowkit.data.aligners",
     "flowkit.batching.samplers",

@@ -7,6 +7,7 @@ a checkout of F5-TTS's source; never in CI, never from the package::
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src mel
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src dit
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src tokenizer
+    /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src checkpoint
 
 The fixtures were written from SWivid/F5-TTS at commit
 2ae2c9bd9b64dab2cb069c4b97e5e7673c521e01. Only F5's model code is imported: its package
@@ -138,15 +139,48 @@ def write_dit() -> None:
         print(f"wrote {target} ({target.stat().st_size} bytes)")
 
 
+#: Texts for the tokenizer fixture: Chinese (polyphones, tone sandhi), mixed Chinese and
+#: Latin, folded punctuation, accents, Cyrillic, a character F5's vocabulary lacks.
+TEXTS = (
+    "你好，世界！",
+    "我们一起去银行，行不行？",
+    "F5-TTS 是一个 flow matching 模型。",
+    "He said \u201chello\u201d; then left.",
+    "Très bien, à bientôt.",
+    "Привет, мир",
+    "数字 123 和 ABC",
+    "\u2603 snowman",
+    "",
+)
+
+
+def write_tokenizer() -> None:
+    """F5's ``convert_char_to_pinyin`` + ``list_str_to_idx`` with its released vocab.txt."""
+    from f5_tts.model.utils import convert_char_to_pinyin, get_tokenizer, list_str_to_idx
+
+    vocab_path = Path(sys.modules["f5_tts"].__path__[0]) / "infer" / "examples" / "vocab.txt"
+    vocab_map, size = get_tokenizer(str(vocab_path), "custom")
+    tokens = convert_char_to_pinyin(list(TEXTS))
+    ids = [list_str_to_idx([t], vocab_map).tolist()[0] if t else [] for t in tokens]
+    batch = list_str_to_idx(tokens[:3], vocab_map).tolist()  # -1 padding
+    vocab_lines = vocab_path.read_text(encoding="utf-8").split("\n")[:-1]
+    record = {"f5_commit": F5_COMMIT, "vocab_file": "src/f5_tts/infer/examples/vocab.txt", "vocab_size": size,
+              "texts": list(TEXTS), "tokens": tokens, "ids": ids, "batch_of_first_three": batch,
+              "vocab": vocab_lines}
+    target = OUT / "tokenizer.json"
+    target.write_text(json.dumps(record, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {target} ({target.stat().st_size} bytes)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--f5-src", type=Path, required=True, help="F5-TTS's src/ folder (holds f5_tts/)")
-    parser.add_argument("what", choices=["mel", "dit"], nargs="+")
+    parser.add_argument("what", choices=["mel", "dit", "tokenizer"], nargs="+")
     args = parser.parse_args()
     _bypass_package_inits(args.f5_src.resolve())
     OUT.mkdir(parents=True, exist_ok=True)
     for what in args.what:
-        {"mel": write_mel, "dit": write_dit}[what]()
+        {"mel": write_mel, "dit": write_dit, "tokenizer": write_tokenizer}[what]()
 
 
 if __name__ == "__main__":

@@ -60,6 +60,17 @@ class CharVocab:
             out.append(self.chars[i - 2] if 2 <= i < self.size else "\ufffd")
         return "".join(out)
 
+    def missing(self, texts: Iterable[str]) -> list[str]:
+        """NFC characters of ``texts`` the vocabulary lacks, sorted by code point."""
+        seen: set[str] = set()
+        for text in texts:
+            seen.update(normalize_text(text))
+        return sorted(seen - set(self._index))
+
+    def extended(self, chars: Iterable[str]) -> CharVocab:
+        """This vocabulary with ``chars`` appended: old ids unchanged, new ones after them."""
+        return CharVocab(self.chars + tuple(chars))
+
     def state_dict(self) -> dict[str, Any]:
         """JSON-able ``{"kind": "chars", "chars": [...]}``; `from_state_dict` restores it."""
         return {"kind": "chars", "chars": list(self.chars)}
@@ -92,3 +103,19 @@ class CharFrontEnd:
 def build_vocab(texts: Iterable[str]) -> CharVocab:
     """Shortcut for ``CharFrontEnd().build_vocab(texts)``."""
     return CharFrontEnd().build_vocab(texts)
+
+
+def vocab_from_state_dict(state: dict[str, Any]) -> Any:
+    """The vocabulary a checkpoint saved, whichever text front end made it (by ``kind``).
+
+    Raises:
+        ValueError: an unknown vocabulary kind.
+    """
+    kind = state.get("kind")
+    if kind == "chars":
+        return CharVocab.from_state_dict(state)
+    if kind == "f5":
+        from flowkit.data.text_f5 import F5Vocab
+
+        return F5Vocab.from_state_dict(state)
+    raise ValueError(f"vocabulary kind {kind!r} is not known (this flowkit reads 'chars' and 'f5')")

@@ -140,7 +140,7 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
         ConfigError: an unknown ``weights``, or a config that no longer parses.
     """
     from flowkit.data.stats import LatentStats
-    from flowkit.data.text import CharVocab
+    from flowkit.data.text import vocab_from_state_dict
     from flowkit.model.dit import DiTConfig
 
     if weights not in ("ema", "raw"):
@@ -150,7 +150,7 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
     missing = [k for k in ("model_config", "vocab", "latent_stats", "latent_dim") if k not in meta]
     if missing:
         raise CheckpointError(f"{loaded.path}: meta.json lacks {', '.join(missing)}; it was not written by flowkit train")
-    vocab = CharVocab.from_state_dict(meta["vocab"])
+    vocab = vocab_from_state_dict(meta["vocab"])
     languages = tuple(meta.get("languages") or ())
     model = DiTConfig.from_dict(meta["model_config"]).build(int(meta["latent_dim"]), vocab.size, len(languages))
     state = dict(loaded.state["model"])

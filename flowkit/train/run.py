@@ -288,7 +288,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
                 ctx: distributed.DistContext | None = None) -> RunOutcome:
     ctx = ctx or distributed.DistContext()
     from flowkit.data.stats import LatentStats, compute_latent_stats
-    from flowkit.data.text import CharVocab
+    from flowkit.data.text import vocab_from_state_dict
     from flowkit.model.dit import DUR_FILM_PREFIX, model_diff
 
     model_config = settings.model
@@ -308,7 +308,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
             languages = sorted({seg.language for seg in train_set.segments if seg.language})
         else:
             stats = LatentStats.from_dict(loaded.meta["latent_stats"])
-            vocab = CharVocab.from_state_dict(loaded.meta["vocab"])
+            vocab = vocab_from_state_dict(loaded.meta["vocab"])
             languages = list(loaded.meta["languages"])
         allowed_model_diff: dict[str, Any] = {}
         if origin.kind == "init_from":
