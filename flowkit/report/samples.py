@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from flowkit.flow.solvers import describe_solver
 from flowkit.report.document import Audio, Figure, Note, SampleBlock
 from flowkit.report.plots import spectrograms_png
 from flowkit.synth.level import fit_level
@@ -129,7 +130,7 @@ def sample_blocks(
         prompt_note = f"prompt: {segments[j].segment_id}" if j is not None else "no prompt (text only)"
         caption = (
             f'"{seg.text}" — speaker {seg.speaker or "?"}, {seg.n_frames} frames (length from the ground truth), '
-            f"{prompt_note}; {im.label}, {steps} {type(im.solver).__name__.lower()} steps, CFG {cfg_strength}; "
+            f"{prompt_note}; {im.label}, {steps} steps of {describe_solver(im.solver)}, CFG {cfg_strength}; "
             f"audio by {vocoder_label(vocoder)} at {sr} Hz — generated: {level_gen.describe()}; "
             f"ground truth: {level_true.describe()}"
         )
@@ -145,3 +146,4 @@ def sample_blocks(
             )
         )
     return blocks
+

@@ -155,5 +155,8 @@ def synthesize_file(
         sf.write(buffer, audio, sr, format=suffix.lstrip("."))
         data = buffer.getvalue()
     atomic_write_bytes(out, data)  # a crash mid-write leaves no half file under the name
-    return SynthesisResult(Path(out), int(latents.shape[0]), latents.shape[0] / im.frame_rate, sr, im.label,
+    from flowkit.flow.solvers import describe_solver
+
+    label = f"{im.label}, {steps} steps of {describe_solver(im.solver)}, CFG {cfg_strength}"
+    return SynthesisResult(Path(out), int(latents.shape[0]), latents.shape[0] / im.frame_rate, sr, label,
                            length_from, vocoder_label(vocoder), level.describe(), im.encoder_from)
