@@ -7,7 +7,10 @@ a checkout of F5-TTS's source; never in CI, never from the package::
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src mel
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src dit
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src tokenizer
-    /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src checkpoint
+    /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src check-export --export DIR/model.safetensors
+
+(``check-export`` takes the file that ``tests/interop/test_f5_import_export.py`` builds:
+a seeded F5 checkpoint imported and exported again by flowkit.)
 
 The fixtures were written from SWivid/F5-TTS at commit
 2ae2c9bd9b64dab2cb069c4b97e5e7673c521e01. Only F5's model code is imported: its package
@@ -172,15 +175,71 @@ def write_tokenizer() -> None:
     print(f"wrote {target} ({target.stat().st_size} bytes)")
 
 
+def _stub_modules(names: dict[str, dict[str, object]]) -> None:
+    """Empty stand-ins for imports F5's inference module makes but load_checkpoint never uses
+    (plotting, audio editing, ASR pipeline, vocoder download, ODE package)."""
+    for name, attributes in names.items():
+        module = types.ModuleType(name)
+        module.__path__ = []  # lets "import a.b" find a stub "a"
+        for attr, value in attributes.items():
+            setattr(module, attr, value)
+        sys.modules.setdefault(name, module)
+
+
+def check_export(path: Path) -> None:
+    """Load a flowkit export with F5's own ``load_checkpoint`` into its CFM + DiT and
+    compare the velocity with the small_v1 parity fixture; record the file's sha256."""
+    import hashlib
+
+    import torch
+
+    def unused(*args, **kwargs):
+        raise RuntimeError("stub: not used by load_checkpoint")
+
+    _stub_modules({
+        "matplotlib": {"use": lambda *a, **k: None}, "matplotlib.pylab": {}, "pydub": {"AudioSegment": unused, "silence": None},
+        "transformers": {"pipeline": unused}, "vocos": {"Vocos": unused}, "torchdiffeq": {"odeint": unused},
+    })
+    sys.modules["matplotlib"].pylab = sys.modules["matplotlib.pylab"]
+    from f5_tts.model.backbones.dit import DiT
+    from f5_tts.model.cfm import CFM
+
+    sys.modules["f5_tts.model"].CFM = CFM
+    from f5_tts.infer import utils_infer
+
+    name, config, kwargs, vocab_size, seed = DIT_CASES[0]
+    vocab_map, size = utils_infer.get_tokenizer(str(path.parent / "vocab.txt"), "custom")
+    model = CFM(transformer=DiT(**kwargs, text_num_embeds=size, mel_dim=100),
+                mel_spec_kwargs=dict(n_fft=1024, hop_length=256, win_length=1024, n_mel_channels=100,
+                                     target_sample_rate=24000, mel_spec_type="vocos"), vocab_char_map=vocab_map)
+    model = utils_infer.load_checkpoint(model, str(path), "cpu", dtype=torch.float32, use_ema=True).eval()
+    data = np.load(OUT / f"dit_{name}.npz")
+    t = {k: torch.from_numpy(data[f"in_{k}"]) for k in ("x", "cond", "text", "time", "mask")}
+    with torch.no_grad():
+        out = model.transformer(x=t["x"], cond=t["cond"], text=t["text"], time=t["time"])
+    diff = float((out - torch.from_numpy(data["out_mask0_a0_t0"])).abs().max())
+    record = {"f5_commit": F5_COMMIT, "f5_load_checkpoint": "ok", "f5_call":
+              "infer.utils_infer.load_checkpoint(CFM(DiT(small_v1)), path, 'cpu', dtype=torch.float32, use_ema=True)",
+              "file": "flowkit export-f5 of import-f5 of tests/interop/f5_files.write_f5_safetensors('small_v1')",
+              "sha256": hashlib.sha256(path.read_bytes()).hexdigest(), "vocab_size": size,
+              "max_abs_velocity_difference": diff}
+    (OUT / "export_check.json").write_text(json.dumps(record, indent=2) + "\n")
+    print(f"F5's load_checkpoint accepted {path}; velocity max abs difference {diff:.3g}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--f5-src", type=Path, required=True, help="F5-TTS's src/ folder (holds f5_tts/)")
-    parser.add_argument("what", choices=["mel", "dit", "tokenizer"], nargs="+")
+    parser.add_argument("what", choices=["mel", "dit", "tokenizer", "check-export"], nargs="+")
+    parser.add_argument("--export", type=Path, help="check-export: the model.safetensors flowkit export-f5 wrote")
     args = parser.parse_args()
     _bypass_package_inits(args.f5_src.resolve())
     OUT.mkdir(parents=True, exist_ok=True)
     for what in args.what:
-        {"mel": write_mel, "dit": write_dit, "tokenizer": write_tokenizer}[what]()
+        if what == "check-export":
+            check_export(args.export.resolve())
+        else:
+            {"mel": write_mel, "dit": write_dit, "tokenizer": write_tokenizer}[what]()
 
 
 if __name__ == "__main__":

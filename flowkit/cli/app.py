@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from flowkit.cli import data as data_cmd
+from flowkit.cli import f5 as f5_cmd
 from flowkit.cli import prepare as prepare_cmd
 from flowkit.cli import report as report_cmd
 from flowkit.cli import train as train_cmd
@@ -149,6 +150,8 @@ app.command("resume")(guarded(train_cmd.resume))
 app.command("init-from")(guarded(train_cmd.init_from))
 app.command("report")(guarded(report_cmd.report))
 app.command("synthesize")(guarded(report_cmd.synthesize))
+app.command("import-f5")(guarded(f5_cmd.import_f5))
+app.command("export-f5")(guarded(f5_cmd.export_f5))
 
 
 def main() -> None:

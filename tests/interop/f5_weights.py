@@ -3,7 +3,8 @@
 Used by ``tools/f5_fixtures.py`` (with F5-TTS's own code, to write the expected outputs)
 and by the tests (without F5-TTS, from the key list the fixture stores), so the base-size
 weights (336M parameters) are regenerated rather than committed. numpy's PCG64 stream
-and its standard normal are the same across numpy versions on every platform.
+and its standard normal are the same across numpy versions on every platform; the
+parity tests also check a checksum of the weights against the one the tool recorded.
 """
 
 from __future__ import annotations
@@ -21,9 +22,11 @@ def random_f5_state(shapes: dict[str, list[int]], seed: int) -> dict[str, np.nda
     out = {}
     for key in sorted(shapes):
         shape = tuple(shapes[key])
-        if key == ROTARY:
+        if key == ROTARY:  # not a weight: the table F5's rotary module computes, to the bit
+            import torch
+
             head_dim = 2 * shape[0]
-            out[key] = (1.0 / (10_000.0 ** (np.arange(0, head_dim, 2, dtype=np.float32) / head_dim))).astype(np.float32)
+            out[key] = (1.0 / (10_000.0 ** (torch.arange(0, head_dim, 2).float() / head_dim))).numpy()
             continue
         rng = np.random.default_rng([seed, zlib.crc32(key.encode())])
         fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 0
