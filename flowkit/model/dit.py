@@ -53,11 +53,15 @@ from flowkit.model.f5_arch import ARCHS, F5TextEncoder, f5_arch_options, f5_time
 from flowkit.model.presets import PRESETS, SIZE_FIELDS
 from flowkit.registry import register
 
-__all__ = ["DUR_FILM_PREFIX", "DiT", "DiTConfig", "ModelOutput", "model_diff"]
+__all__ = ["DUR_FILM_PREFIX", "GLOBALS_PREFIX", "DiT", "DiTConfig", "ModelOutput", "model_diff"]
 
 #: Name prefix of every parameter that ``dur_cond = "emotion"`` adds (the FiLM of the
 #: duration head). A parent trained with ``dur_cond = "none"`` lacks exactly these keys.
 DUR_FILM_PREFIX = "duration.film."
+
+#: Name prefix of the global-condition embeddings that ``conditions = True`` adds; an
+#: imported F5-TTS parent (``conditions = False``) lacks exactly these keys.
+GLOBALS_PREFIX = "globals."
 
 TEXT_PATHS = ("unaligned", "aligned")
 DUR_CONDS = ("none", "emotion")

@@ -5,9 +5,11 @@ logging, evaluation, saving — and by raising the step count (`RESUME_ALLOW`); 
 must have the same fingerprint; the checkpoint must not lie past the configured steps.
 
 init-from (a new run from another run's weights): the model configs must be equal except
-the one step `INIT_FROM_ALLOWED`, ``dur_cond: "none" -> "emotion"``, whose new
+the steps `INIT_FROM_ALLOWED`: ``dur_cond: "none" -> "emotion"``, whose new
 zero-initialised FiLM parameters (`flowkit.model.dit.DUR_FILM_PREFIX`) keep their
-initialisation.
+initialisation, and ``conditions: False -> True`` (an imported F5-TTS model gaining
+flowkit's global conditions, `flowkit.model.dit.GLOBALS_PREFIX`, zero-initialised in the
+F5 archs so they start at exactly no effect).
 
 Every refusal is a `ResumeError` of one line that says what differs and what to do.
 """
@@ -51,7 +53,11 @@ RESUME_ALLOW: tuple[str, ...] = (
 )
 
 #: The model-config change init-from accepts: field -> (parent value, child value).
-INIT_FROM_ALLOWED: dict[str, tuple[Any, Any]] = {"dur_cond": ("none", "emotion")}
+INIT_FROM_ALLOWED: dict[str, tuple[Any, Any]] = {
+    "dur_cond": ("none", "emotion"),
+    # an imported F5-TTS model gains flowkit's global conditions, zero-initialised
+    "conditions": (False, True),
+}
 
 _STEPS = re.compile(r"^\s*(\d+)\s*$")
 
@@ -105,6 +111,7 @@ def check_init_from_model(diff: Mapping[str, tuple[Any, Any]], *, parent_path: s
         text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
         raise ResumeError(
             f"the model config differs from the parent {parent_path} ({text}); init-from needs the "
-            "same model, except model.dit.dur_cond 'none' -> 'emotion' — use the parent's model settings"
+            "same model, except model.dit.dur_cond 'none' -> 'emotion' and model.dit.conditions False -> True "
+            "— use the parent's model settings"
         )
     return {k: tuple(v) for k, v in diff.items()}

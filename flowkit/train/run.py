@@ -289,7 +289,8 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
     ctx = ctx or distributed.DistContext()
     from flowkit.data.stats import LatentStats, compute_latent_stats
     from flowkit.data.text import vocab_from_state_dict
-    from flowkit.model.dit import DUR_FILM_PREFIX, model_diff
+    from flowkit.model.dit import DUR_FILM_PREFIX, GLOBALS_PREFIX, model_diff
+    from flowkit.train.vocab_growth import INIT_RULE, grow_text_embedding
 
     model_config = settings.model
     aligned = model_config.text_path == "aligned"
@@ -310,6 +311,12 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
             stats = LatentStats.from_dict(loaded.meta["latent_stats"])
             vocab = vocab_from_state_dict(loaded.meta["vocab"])
             languages = list(loaded.meta["languages"])
+        added_tokens: list[str] = []
+        if origin.kind == "init_from":
+            assert loaded is not None
+            added_tokens = vocab.missing(seg.text for seg in train_set.segments)
+            if added_tokens:
+                vocab = vocab.extended(added_tokens)
         allowed_model_diff: dict[str, Any] = {}
         if origin.kind == "init_from":
             assert loaded is not None
@@ -353,11 +360,26 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
             init_from_info = loaded.meta.get("init_from")
         elif origin.kind == "init_from":
             assert loaded is not None
-            added = frozenset(k for k in model.state_dict() if k.startswith(DUR_FILM_PREFIX)) if allowed_model_diff else frozenset()
-            checkpoint.load_strict(model, loaded.state["model"], what="model", source=loaded.path, allow_missing=added)
-            ema.load_state_dict(loaded.state["ema"], allow_missing=added)
+            new_prefixes = tuple(p for field, p in (("dur_cond", DUR_FILM_PREFIX), ("conditions", GLOBALS_PREFIX))
+                                 if field in allowed_model_diff)
+            added = frozenset(k for k in model.state_dict() if new_prefixes and k.startswith(new_prefixes))
+            parent_model, parent_ema = dict(loaded.state["model"]), dict(loaded.state["ema"])
+            if added_tokens:
+                parent_model = grow_text_embedding(parent_model, vocab.size)
+                parent_ema["shadow"] = grow_text_embedding(parent_ema["shadow"], vocab.size)
+            checkpoint.load_strict(model, parent_model, what="model", source=loaded.path, allow_missing=added)
+            ema.load_state_dict(parent_ema, allow_missing=added)
             init_from_info = {"checkpoint": str(loaded.path.resolve()), "step": loaded.step,
                               "model_diff": {k: list(v) for k, v in allowed_model_diff.items()}}
+            if added_tokens:
+                init_from_info["added_tokens"] = {"tokens": added_tokens, "rows": [vocab.size - len(added_tokens), vocab.size],
+                                                  "init": INIT_RULE}
+                if ctx.is_main:
+                    from flowkit.console import console
+
+                    console.print(f"init-from: the data hold {len(added_tokens)} token(s) the parent's vocabulary lacks; "
+                                  f"text embedding (model and EMA) grown to {vocab.size} rows, new rows = {INIT_RULE}: "
+                                  + " ".join(repr(t) for t in added_tokens), highlight=False, markup=False, soft_wrap=True)
 
         resumed = origin.kind == "resume"
         step = counters.step
