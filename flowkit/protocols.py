@@ -105,11 +105,21 @@ class Encoder(Protocol):
 
 @runtime_checkable
 class Vocoder(Protocol):
-    """Turns latents back into audio."""
+    """Turns latents back into audio, and says which latents it can (see
+    `flowkit.data.encoder_records.check_vocoder`)."""
 
     def __call__(self, latents: np.ndarray, encoder: Mapping[str, Any]) -> tuple[np.ndarray, int]:
-        """Latents ``[n d]`` (de-normalised) -> ``(audio [samples], Hz)``; ``encoder`` is the
-        store's encoder record ``{"name": ..., "params": {...}}``."""
+        """Latents ``[n d]`` (de-normalised) -> ``(audio [samples], Hz)`` at the vocoder's own
+        level; ``encoder`` is the latents' encoder record ``{"name": ..., "params": {...}}``."""
+        ...
+
+    def accepts(self) -> Sequence[Any]:
+        """The `flowkit.data.encoder_records.EncoderSpec` s of the latents it inverts."""
+        ...
+
+    @property
+    def label(self) -> str:
+        """How sample cards and the synthesize line name it, e.g. ``vocoder.griffin_lim (32 iterations)``."""
         ...
 
 

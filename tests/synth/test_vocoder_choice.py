@@ -30,7 +30,7 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def save_tiny_checkpoint(root: Path, encoder: dict | None, *, latent_dim: int, frame_rate: float, sample_rate: int,
-                         vocoder: dict | None = None) -> Path:
+                         vocoder: dict | None = None, mean: float = -4.0) -> Path:
     """A tiny unaligned model in the trainer's checkpoint format; ``encoder`` None: an old meta."""
     from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
@@ -40,7 +40,7 @@ def save_tiny_checkpoint(root: Path, encoder: dict | None, *, latent_dim: int, f
     vocab = build_vocab(["la mora sun tie kell"])
     cfg = DiTConfig(preset="tiny")
     state = cfg.build(latent_dim, vocab.size, 1).state_dict()
-    meta = {"config_text": "", "latent_stats": {"mean": [-4.0] * latent_dim, "std": [1.0] * latent_dim, "n_frames": 1},
+    meta = {"config_text": "", "latent_stats": {"mean": [mean] * latent_dim, "std": [1.0] * latent_dim, "n_frames": 1},
             "vocab": vocab.state_dict(), "languages": ["en"], "model_config": cfg.to_dict(), "latent_dim": latent_dim,
             "frame_rate": frame_rate, "sample_rate": sample_rate, "stores": [str(root / "moved-away.zarr")],
             "vocoder": vocoder}
@@ -100,11 +100,18 @@ def test_griffin_lim_on_foreign_latents_is_refused(tmp_path: Path) -> None:
 
 
 def test_old_checkpoint_without_encoder_says_it_guesses(tmp_path: Path) -> None:
-    ckpt = save_tiny_checkpoint(tmp_path, None, latent_dim=80, frame_rate=100.0, sample_rate=16000)
+    # a loud mel (mean log-magnitude 0.5): Griffin-Lim's audio passes full scale
+    ckpt = save_tiny_checkpoint(tmp_path, None, latent_dim=80, frame_rate=100.0, sample_rate=16000, mean=0.5)
     result = CliRunner().invoke(app, ["synthesize", str(ckpt), "--text", "la", "--out", str(tmp_path / "o.wav"),
-                                      "--steps", "2", "--seconds", "0.3"])
+                                      "--steps", "2", "--seconds", "0.5"])
     assert result.exit_code == 0, result.output
-    assert "warning: the checkpoint records no encoder and its stores are gone" in result.output.replace("\n", "")
+    flat = result.output.replace("\n", "")
+    assert "warning: the checkpoint records no encoder and its stores are gone" in flat
+    # issue 12 item 6: such output was peak-normalised to full scale (a sample at -32768); now
+    # the gain is lowered to the -1 dBFS ceiling
+    assert "lowered" in flat and "to the -1 dBFS peak ceiling" in flat
+    pcm, _ = sf.read(str(tmp_path / "o.wav"), dtype="int16")
+    assert abs(int(abs(pcm.astype(int)).max()) - 32768 * 10 ** (-1 / 20)) <= 2
 
 
 def test_report_samples_refuse_a_vocoder_that_does_not_fit(release: Path, tmp_path: Path) -> None:
