@@ -173,6 +173,11 @@ class LatentDataset:
                 store_problem = ("wrong_dim", f"latent dim {reader.latent_dim} != {first.latent_dim} of {first.path}")
             elif not math.isclose(reader.frame_rate, first.frame_rate):
                 store_problem = ("wrong_frame_rate", f"{reader.frame_rate} Hz != {first.frame_rate} Hz of {first.path}")
+            elif reader.attrs.get("encoder") != first.attrs.get("encoder"):
+                # same shape, other features (another mel scale, fmax, FFT ...): one vocoder and
+                # one set of latent stats cannot serve both
+                store_problem = ("wrong_encoder", f"encoder {reader.attrs.get('encoder')} != {first.attrs.get('encoder')} "
+                                                  f"of {first.path}")
             ids = reader.strings["segment_id"]
             if store_problem is not None:
                 report.rejections += [Rejection(str(reader.path), ids[i], *store_problem) for i in rows]
