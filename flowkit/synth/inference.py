@@ -24,7 +24,8 @@ import torch
 from flowkit.errors import CheckpointError, ConfigError
 from flowkit.train import checkpoint as ckpt
 
-__all__ = ["InferenceModel", "generate", "load_inference_model", "resolve_checkpoint", "store_encoder"]
+__all__ = ["InferenceModel", "generate", "load_inference_model", "resolve_checkpoint", "store_encoder",
+           "store_encoder_found"]
 
 
 @attrs.frozen
@@ -90,9 +91,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
     )
 
 
-def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """``(record, where)``: the encoder record in the first readable store's attributes
-    (``"store <path>"``), else ``(fallback, "defaults")``.
+def store_encoder_found(stores: Sequence[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """``(record, "store <path>")`` of the first readable store's encoder record, else ``(None, None)``.
 
     A zarr v3 group keeps its attributes in ``zarr.json``; reading that one file avoids
     opening the store (which may have moved since training).
@@ -105,7 +105,13 @@ def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> tuple[d
             continue
         if isinstance(encoder, dict) and "name" in encoder:
             return encoder, f"store {store}"
-    return dict(fallback), "defaults"
+    return None, None
+
+
+def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> dict[str, Any]:
+    """The encoder record in the first readable store's attributes, else ``fallback``."""
+    found, _ = store_encoder_found(stores)
+    return found if found is not None else dict(fallback)
 
 
 def _run_components(config_text: str) -> tuple[Any, Any]:
@@ -171,7 +177,9 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
     if isinstance(meta.get("encoder"), dict) and "name" in meta["encoder"]:
         encoder, encoder_from = dict(meta["encoder"]), "checkpoint"
     else:
-        encoder, encoder_from = store_encoder(stores, fallback)
+        encoder, encoder_from = store_encoder_found(stores)
+        if encoder is None:
+            encoder, encoder_from = dict(fallback), "defaults"
     schedule, solver = _run_components(str(meta.get("config_text") or ""))
     return InferenceModel(
         model=model,
