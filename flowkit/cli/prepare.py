@@ -63,6 +63,10 @@ def prepare(
     for what, value in done.table_rows():
         table.add_row(what, value)
     console.print(table)
+    from flowkit.console import err_console
+
+    for line in done.split_warnings():
+        err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if summary:
         from flowkit.cli.data import print_summary
 

@@ -13,13 +13,18 @@ required, ``id`` (default: the audio file's stem), ``speaker``, ``language``, ``
 ``intensity`` (0..1) and ``split`` (``train``/``val``) are optional.
 
 Bad lines are not errors: each becomes a `Rejection` with a reason and the rest goes on.
+Text files are decoded line by line, so one line that is not UTF-8 is one ``bad_encoding``
+rejection (with its line number), not a failed prepare. Audio files are found whatever
+the case of their extension (``clip.WAV``, ``clip.Flac``).
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
 import json
 import math
+import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -97,12 +102,79 @@ def parse_layout(layout: str, first_line_columns: int, path: Path) -> list[str]:
     return columns
 
 
-def _find_audio(wavs: Path, segment_id: str) -> Path | None:
-    for suffix in AUDIO_SUFFIXES:
-        candidate = wavs / f"{segment_id}{suffix}"
-        if candidate.is_file():
-            return candidate
-    return None
+def read_lines(path: Path) -> list[tuple[int, str | None, bytes]]:
+    """The non-blank lines of a text file, each decoded on its own as UTF-8 (a byte-order
+    mark at the start is dropped): ``(number, text, raw)``, with ``text`` None for a line
+    that is not valid UTF-8.
+
+    Raises:
+        DataError: the file cannot be read.
+    """
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read it ({exc.strerror})") from None
+    if raw.startswith(codecs.BOM_UTF8):
+        raw = raw[len(codecs.BOM_UTF8):]
+    out: list[tuple[int, str | None, bytes]] = []
+    for number, line in enumerate(raw.split(b"\n"), start=1):
+        line = line[:-1] if line.endswith(b"\r") else line
+        try:
+            text: str | None = line.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+        if text is None or text.strip():
+            out.append((number, text, line))
+    return out
+
+
+def encoding_rejection(raw: bytes, source: str, segment_id: str = "") -> Rejection:
+    """The `Rejection` of a line that is not UTF-8, naming the first bad byte."""
+    try:
+        raw.decode("utf-8")
+        where = ""
+    except UnicodeDecodeError as exc:
+        where = f": byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line"
+    return Rejection(segment_id, "bad_encoding", f"the line is not UTF-8{where}; save the file as UTF-8", source)
+
+
+class AudioFinder:
+    """Finds audio files by name with the extension in any case (``clip.WAV``, ``clip.Flac``);
+    lists each folder once."""
+
+    def __init__(self) -> None:
+        self._folders: dict[Path, dict[str, Path]] = {}
+
+    def _index(self, folder: Path) -> dict[str, Path]:
+        index = self._folders.get(folder)
+        if index is None:
+            index = {}
+            try:
+                with os.scandir(folder) as entries:
+                    for entry in entries:
+                        stem, dot, suffix = entry.name.rpartition(".")
+                        if dot:
+                            index.setdefault(f"{stem}.{suffix.lower()}", Path(entry.path))
+            except OSError:
+                pass
+            self._folders[folder] = index
+        return index
+
+    def by_id(self, folder: Path, segment_id: str) -> Path | None:
+        """``folder/<segment_id>.<wav|flac|ogg>`` in any case of the extension, or None."""
+        index = self._index(folder)
+        for suffix in AUDIO_SUFFIXES:
+            found = index.get(f"{segment_id}{suffix}")
+            if found is not None and found.is_file():
+                return found
+        return None
+
+    def by_path(self, path: Path) -> Path | None:
+        """``path`` itself, or the file that differs from it only in the case of its extension."""
+        if path.is_file():
+            return path
+        found = self._index(path.parent).get(f"{path.stem}{path.suffix.lower()}") if path.suffix else None
+        return found if found is not None and found.is_file() else None
 
 
 def item_from_fields(
@@ -156,21 +228,23 @@ def read_metadata_dir(
     meta = root / "metadata.csv"
     if not meta.is_file():
         raise DataError(f"{root}: no metadata.csv (expected an LJSpeech-style folder with metadata.csv and wavs/)")
-    lines = meta.read_text(encoding="utf-8-sig").splitlines()
-    first = next((ln for ln in lines if ln.strip()), "")
+    lines = read_lines(meta)
+    first = next((text for _, text, _ in lines if text is not None), "")
     columns = parse_layout(layout, len(first.split("|")), meta)
     speaker = default_speaker or root.name
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
+    finder = AudioFinder()
+    for number, line, raw in lines:
         source = f"{meta}:{number}"
+        if line is None:
+            yield encoding_rejection(raw, source, raw.split(b"|")[0].decode("utf-8", "replace").strip())
+            continue
         parts = line.split("|")
         if len(parts) != len(columns):
             seg = parts[0].strip() if parts else ""
             yield Rejection(seg, "bad_columns", f"{len(parts)} columns, layout {','.join(columns)} has {len(columns)}", source)
             continue
         fields = dict(zip(columns, parts, strict=True))
-        audio = _find_audio(root / "wavs", fields["id"].strip()) if fields["id"].strip() else None
+        audio = finder.by_id(root / "wavs", fields["id"].strip()) if fields["id"].strip() else None
         yield item_from_fields(fields, audio, source, speaker, default_language, languages)
 
 
@@ -183,14 +257,14 @@ def read_manifest(
         DataError: an unreadable manifest, or a CSV without an ``audio`` column.
     """
     speaker = default_speaker or path.parent.name
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise DataError(f"{path}: cannot read the manifest ({exc.strerror})") from None
+    lines = read_lines(path)
     records: list[tuple[int, dict[str, str] | None, str]] = []
+    encoding: dict[int, bytes] = {}  # line number -> the undecodable bytes
     if path.suffix.lower() == ".jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
+        for number, line, raw in lines:
+            if line is None:
+                encoding[number] = raw
+                records.append((number, None, ""))
                 continue
             try:
                 obj = json.loads(line)
@@ -200,16 +274,26 @@ def read_manifest(
             except ValueError as exc:
                 records.append((number, None, str(exc)))
     else:
-        reader = csv.DictReader(text.splitlines())
-        if reader.fieldnames is None or "audio" not in reader.fieldnames:
-            raise DataError(f"{path}: a CSV manifest needs a header row with an 'audio' column")
-        for number, row in enumerate(reader, start=2):
-            if None in row or any(v is None for v in row.values()):
+        header = next(csv.reader([lines[0][1]])) if lines and lines[0][1] is not None else None
+        if header is None or "audio" not in [h.strip() for h in header]:
+            raise DataError(f"{path}: a CSV manifest needs a UTF-8 header row with an 'audio' column (line 1)")
+        header = [h.strip() for h in header]
+        for number, line, raw in lines[1:]:
+            if line is None:
+                encoding[number] = raw
+                records.append((number, None, ""))
+                continue
+            row = next(csv.reader([line]))  # one record per line: a bad line costs only itself
+            if len(row) != len(header):
                 records.append((number, None, "wrong column count"))
             else:
-                records.append((number, row, ""))
+                records.append((number, dict(zip(header, row, strict=True)), ""))
+    finder = AudioFinder()
     for number, fields, problem in records:
         source = f"{path}:{number}"
+        if number in encoding:
+            yield encoding_rejection(encoding[number], source)
+            continue
         if fields is None:
             yield Rejection("", "bad_line", problem, source)
             continue
@@ -223,7 +307,7 @@ def read_manifest(
         fields.setdefault("id", "")
         if not fields["id"].strip():
             fields["id"] = audio.stem
-        yield item_from_fields(fields, audio if audio.is_file() else None, source, speaker, default_language, languages)
+        yield item_from_fields(fields, finder.by_path(audio), source, speaker, default_language, languages)
 
 
 def read_inputs(

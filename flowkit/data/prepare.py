@@ -11,13 +11,13 @@ Settings are the gin configurable ``prepare`` (e.g. ``-b "prepare.max_seconds = 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ from flowkit.data.store import (
     StoreWriter,
 )
 from flowkit.data.textgrid import TextGridError, read_word_intervals, units_from_intervals
+from flowkit.data.workers import pool_map, sigterm_as_interrupt
 from flowkit.errors import DataError
 
 
@@ -81,6 +82,8 @@ class PrepareSummary:
     total_segments: int = 0  # in the store after this run
     fingerprint: str = ""
     skipped: bool = False  # a shard found complete: nothing was decoded
+    #: segments in the store after this run per speaker and split: {speaker: {"train": n, "val": n}}
+    splits: dict[str, Counter] = attrs.Factory(dict)
 
     @property
     def speed(self) -> float:
@@ -98,9 +101,37 @@ class PrepareSummary:
             ("accepted audio", f"{self.audio_seconds / 3600:.3f} h"),
             ("speed", f"{self.speed:.0f}x real time ({self.wall_seconds:.1f} s)"),
             ("segments in store", str(self.total_segments)),
-            ("store", str(self.store)),
         ]
+        rows += self.split_rows()
+        rows.append(("store", str(self.store)))
         return rows
+
+    def split_rows(self) -> list[tuple[str, str]]:
+        """The train/val split per speaker (one row in all beyond `SPLIT_ROWS` speakers)."""
+        if len(self.splits) > SPLIT_ROWS:
+            train = sum(c["train"] for c in self.splits.values())
+            val = sum(c["val"] for c in self.splits.values())
+            return [("split", f"{len(self.splits)} speakers: train {train}, val {val}")]
+        return [(f"split: {speaker or '(no speaker)'}", f"train {c['train']}, val {c['val']}")
+                for speaker, c in sorted(self.splits.items())]
+
+    def split_warnings(self) -> list[str]:
+        """One line per speaker whose segments all sit in one split (the first `SPLIT_ROWS`, then a count)."""
+        lines = []
+        for speaker, c in sorted(self.splits.items()):
+            if c["val"] == 0:
+                lines.append(f"speaker {speaker!r} has all its {c['train']} segments in train: no validation clip "
+                             "of this voice (give the input a split column, or raise prepare.min_val_per_speaker)")
+            elif c["train"] == 0:
+                lines.append(f"speaker {speaker!r} has all its {c['val']} segments in val: the model never "
+                             "trains on this voice (give the input a split column)")
+        if len(lines) > SPLIT_ROWS:
+            lines = [*lines[:SPLIT_ROWS], f"... and {len(lines) - SPLIT_ROWS} more speakers with all segments in one split"]
+        return lines
+
+
+#: speakers listed one row each in the prepare summary
+SPLIT_ROWS = 20
 
 
 # ---- worker side (no zarr here) ------------------------------------------------------
@@ -243,12 +274,9 @@ def _results(items: list[Item], workers: int, init_args: tuple) -> Iterator[dict
             for item in items:
                 yield process_item(item)
         return
-    import multiprocessing
-
-    # spawn: zarr's event-loop thread makes forking after zarr use unsafe (design.md section 3)
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                             initializer=_init_worker, initargs=init_args) as pool:
-        yield from pool.map(process_item, items, chunksize=4)
+    # spawn: zarr's event-loop thread makes forking after zarr use unsafe (design.md section 3);
+    # the workers exit with this process, however it ends (flowkit.data.workers)
+    yield from pool_map(process_item, items, workers, initializer=_init_worker, initargs=init_args)
 
 
 def _default_encoder() -> Any:
@@ -312,7 +340,9 @@ def prepare_store(
     rejections: list[Rejection] = []
 
     encoder_name = _registered_name("encoder", encoder)
-    if append and out.exists():
+    if append:
+        if not out.exists():  # zarr would create an empty group there (zarr-python #3364)
+            raise DataError(f"--append {out}: no such store; to create it, run the same command without --append")
         writer = StoreWriter.append_to(out)
         enc = writer.attrs["encoder"]
         if enc["params"] != _jsonable(encoder.params()) or enc["name"] != encoder_name:
@@ -344,7 +374,9 @@ def prepare_store(
                 items.append(entry)
                 listed.append(entry)
         # planned from the whole listing: every shard plans the same split
-        splits = plan_splits(items, settings, _speakers_with_val(writer))
+        for (speaker, split), n in _store_splits(writer).items():
+            summary.splits.setdefault(speaker, Counter())[split] += n
+        splits = plan_splits(items, settings, {sp for sp, c in summary.splits.items() if c["val"]})
         if shard is not None:  # keep this part's items and rejections (those without an id go to part 0)
             mine = [e for e in listed if (shard_of(e.segment_id, shard[1]) if e.segment_id else 0) == shard[0]]
             items = [e for e in mine if isinstance(e, Item)]
@@ -354,8 +386,9 @@ def prepare_store(
         del listed
         init_args = (settings, encoder, aligner, Path(textgrids) if textgrids else None)
         with Progress("prepare", total=len(items), unit="clips", plain_every=max(1, len(items) // 10),
-                      enabled=progress) as bar:
-            for item, result in zip(items, _results(items, workers, init_args), strict=True):
+                      enabled=progress) as bar, sigterm_as_interrupt(), \
+                contextlib.closing(_results(items, workers, init_args)) as results:
+            for item, result in zip(items, results, strict=True):
                 summary.decoded_seconds += result["seconds"]
                 if "rejection" in result:
                     rejections.append(result["rejection"])
@@ -368,6 +401,7 @@ def prepare_store(
                         units=result["units"], units_estimated=result["units_estimated"],
                     ))
                     summary.accepted += 1
+                    summary.splits.setdefault(item.speaker, Counter())[splits[item.segment_id]] += 1
                     summary.audio_seconds += result["seconds"]
                     if result["warning"]:
                         summary.warnings[result["warning"]] += 1
@@ -387,12 +421,13 @@ def prepare_store(
     return summary
 
 
-def _speakers_with_val(writer: StoreWriter) -> set[str]:
+def _store_splits(writer: StoreWriter) -> Counter:
+    """Segments already in the store being appended to, per ``(speaker, split)``."""
     if writer.new or writer.n0 == 0:
-        return set()
+        return Counter()
     reader = StoreReader.open(writer.final_path)
     try:
-        return {s for s, split in zip(reader.strings["speaker"], reader.strings["split"], strict=True) if split == "val"}
+        return Counter(zip(reader.strings["speaker"], reader.strings["split"], strict=True))
     finally:
         reader.close()
 
