@@ -11,7 +11,7 @@ import torch
 from flowkit.train import checkpoint
 
 #: fields of a metrics record that measure wall time, so differ between equal runs
-TIMING = {"frames_per_s", "step_s", "data_s"}
+TIMING = {"frames_per_s", "step_s", "data_s", "tflops", "mfu"}
 
 
 def final_state(run_dir: Path) -> dict[str, Any]:

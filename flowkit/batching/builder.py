@@ -32,6 +32,8 @@ class BatchBuilder:
         languages: language names; id ``i + 1`` is ``languages[i]`` (0 = unknown).
         text_path: the model's text path ("unaligned" | "aligned").
         cfg_drop: CFG dropout probabilities (training only).
+        row_frames: length of the rows the model packs a batch into (the batch sampler's
+            ``row_frames``; None: one row per batch).
     """
 
     dataset: Any
@@ -41,6 +43,7 @@ class BatchBuilder:
     languages: Sequence[str]
     text_path: str
     cfg_drop: CFGDrop
+    row_frames: int | None = None
 
     def build(self, indices: Sequence[int], rng: np.random.Generator, *, train: bool) -> tuple[Batch, PairingCounts]:
         """The batch of ``indices`` (CPU tensors) and its pairing outcome.
@@ -54,5 +57,6 @@ class BatchBuilder:
         batch = collate(
             plans, segments, latents, vocab=self.vocab, stats=self.stats, languages=self.languages,
             text_path=self.text_path, cfg_drop=self.cfg_drop, rng=rng if train else None,
+            row_frames=self.row_frames,
         )
         return batch, PairingCounts.of(plans)

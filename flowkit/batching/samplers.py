@@ -1,8 +1,10 @@
 """Frame-budget batching: variable-size batches of similar-length segments.
 
-Padding wastes compute in proportion to the length spread inside a batch, so items are
-grouped by length; but sorting the whole dataset would make every epoch see the same
-batches in the same order. The compromise used by F5-TTS-style trainers, and here:
+The model packs the items of a batch into rows (``row_frames``, `flowkit.model.packing`),
+so the transformer spends nothing on padding whatever the lengths; the input stage and the
+loss still run on a padded ``[b n]`` batch, where grouping by length keeps the padding
+small. Sorting the whole dataset would make every epoch see the same batches in the same
+order. The compromise used by F5-TTS-style trainers, and here:
 
 1. shuffle all items with a generator derived from ``(seed, stream, epoch)``;
 2. cut the shuffled order into *pools* of about ``pool_size`` batches' worth of frames;
@@ -107,6 +109,11 @@ class FrameBudget:
     # Length (frames) from which attention dominates memory in the quadratic cost.
     quadratic_ref_frames: int = 1024
     on_oversize: Literal["error", "reject"] = "error"  # "error" | "reject"
+    # Rows the model packs a batch into (flowkit.model.packing): None puts every item of a
+    # batch in one row, no padding at all (variable-length attention, per-item kernels on
+    # the CPU); a length (e.g. 4096) gives rows of about that many frames for kernels that
+    # want fixed shapes. The budget counts real frames either way.
+    row_frames: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if self.frame_budget <= 0:
@@ -125,6 +132,10 @@ class FrameBudget:
             raise ConfigError(
                 f"batch_sampler.frame_budget.quadratic_ref_frames={self.quadratic_ref_frames} "
                 "must be > 0"
+            )
+        if self.row_frames is not None and self.row_frames <= 0:
+            raise ConfigError(
+                f"batch_sampler.frame_budget.row_frames={self.row_frames} must be > 0, or None for one row"
             )
         if self.on_oversize not in ("error", "reject"):
             raise ConfigError(

@@ -76,14 +76,25 @@ class Conditions:
     def num_frames(self) -> int:
         return int(self.frame_mask.shape[1])
 
-    def to(self, device: torch.device | str) -> Conditions:
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Conditions:
         """The same conditions on ``device``."""
         return attrs.evolve(
             self,
             **{
-                f.name: (v.to(device) if isinstance(v, torch.Tensor) else v)
+                f.name: (v.to(device, non_blocking=non_blocking) if isinstance(v, torch.Tensor) else v)
                 for f in attrs.fields(Conditions)
                 if (v := getattr(self, f.name)) is not None
+            },
+        )
+
+    def pin_memory(self) -> Conditions:
+        """The same conditions in page-locked CPU memory (for non-blocking copies to CUDA)."""
+        return attrs.evolve(
+            self,
+            **{
+                f.name: v.pin_memory()
+                for f in attrs.fields(Conditions)
+                if isinstance(v := getattr(self, f.name), torch.Tensor)
             },
         )
 

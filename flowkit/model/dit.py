@@ -626,6 +626,21 @@ class DiT(nn.Module):
         self.long_skip = nn.Linear(2 * dim, dim, bias=False) if cfg.long_skip else None
         self.final = FinalLayer(dim, latent_dim)
 
+    def compile_blocks(self, **options: Any) -> None:
+        """``torch.compile`` the feed-forward of every block and the final layer, in place
+        (parameter names and checkpoints unchanged; ``dynamic=True`` so that new batch
+        shapes do not recompile). Attention stays eager: its per-item kernels are already
+        fused, and the packed layout changes with every batch.
+
+        Raises:
+            RuntimeError: torch cannot compile here (no C++ compiler on the CPU, no Triton
+                on CUDA) -- raised at the first forward pass.
+        """
+        options.setdefault("dynamic", True)
+        for block in self.blocks:
+            block.ff.compile(**options)
+        self.final.compile(**options)
+
     def spec(self) -> dict[str, Any]:
         """Everything needed to rebuild this network: config and data-derived sizes."""
         return {

@@ -41,6 +41,11 @@ RESUME_ALLOW: tuple[str, ...] = (
     "Trainer.save_every",
     "Trainer.keep_last",
     "Trainer.dist_timeout_s",  # how long ranks wait for each other, not what they compute
+    # how fast, not what: the same batches, draws and (on one device type) the same numbers
+    "Trainer.prefetch",
+    "Trainer.peak_tflops",
+    "Trainer.memory_check",
+    "Trainer.max_memory_gb",
     "Trainer.loggers",
     "Trainer.vocoder",  # decodes samples; training never calls it
     "vocoder.*",

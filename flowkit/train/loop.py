@@ -29,8 +29,10 @@ import torch
 from flowkit.batching.builder import BatchBuilder
 from flowkit.batching.collate import Batch
 from flowkit.batching.pairing import PairingCounts
+from flowkit.batching.prefetch import StepPrefetcher
 from flowkit.batching.samplers import BatchStream
 from flowkit.errors import TrainingError
+from flowkit.model.flops import peak_tflops, train_step_flops
 from flowkit.train import checkpoint, distributed
 from flowkit.train.distributed import DistContext
 from flowkit.train.ema import EMA
@@ -81,6 +83,7 @@ class StepStats:
     step_s: float
     data_s: float
     skipped: bool = False
+    flops: float = 0.0  # model FLOPs of the step (flowkit.model.flops), all micro-batches
 
 
 class StopFlag:
@@ -158,11 +161,19 @@ class TrainingLoop:
         self.pairing_totals = pairing_totals or PairingCounts()
         self.resumed = resumed
         self.autocast = device.type == "cuda"
+        self.peak_tflops = peak_tflops(torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+                                       settings.peak_tflops)
         self.names = loss_names(settings.losses)
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.stop = StopFlag()
         self.last_saved = counters.step if resumed else None
         self._overfit: list[Batch] | None = None
+        # The next step's micro-batches are built in a background thread while this step
+        # trains (flowkit.batching.prefetch); checkpoints record the sampler position and
+        # data stream of the last consumed step, never those of a prefetched one.
+        self.prefetcher = StepPrefetcher(self._build_step, self._data_snapshot,
+                                         enabled=settings.prefetch and not settings.overfit_one_batch)
+        self._consumed: dict[str, Any] | None = None
         self._window = PairingCounts()
         # torch.distributed: ``model`` is the unwrapped module (EMA, evaluation, checkpoints);
         # ``ddp`` runs the training forward passes and averages gradients across ranks.
@@ -199,7 +210,7 @@ class TrainingLoop:
 
     def _run(self) -> str:
         s, c = self.settings, self.counters
-        with self.stop.installed():
+        with self.stop.installed(), contextlib.closing(self.prefetcher):
             if not self.resumed and s.eval_every is not None:
                 self.evaluate()
             if not self.resumed and self.probe is not None:
@@ -241,15 +252,30 @@ class TrainingLoop:
         """The CPU micro-batches of the next step (the same one again with overfit_one_batch)."""
         if self._overfit is not None:
             return self._overfit, PairingCounts()
+        got = self.prefetcher.get()
+        self._consumed = got.state
+        batches, counts = got.value
+        if self.settings.overfit_one_batch:
+            self._overfit = batches
+        return batches, counts
+
+    def _build_step(self) -> tuple[list[Batch], PairingCounts]:
+        """One step's CPU micro-batches (in the prefetch thread: it owns the sampler and the
+        data stream between builds), pinned for asynchronous copies on CUDA."""
         batches, counts = [], PairingCounts()
         for _ in range(self.settings.grad_accum_steps):
             _, indices = self.stream.next()
             batch, plan_counts = self.builder.build(indices, self.streams.data, train=True)
-            batches.append(batch)
+            batches.append(batch.pin_memory() if self.device.type == "cuda" else batch)
             counts.add(plan_counts)
-        if self.settings.overfit_one_batch:
-            self._overfit = batches
         return batches, counts
+
+    def _data_snapshot(self) -> dict[str, Any]:
+        """Sampler position and data-stream state right after a build (see `_build_step`)."""
+        return {"sampler": self.stream.state_dict(), "data": self.streams.data.bit_generator.state}
+
+    def _sampler_state(self) -> dict[str, Any]:
+        return self._consumed["sampler"] if self._consumed is not None else self.stream.state_dict()
 
     def train_step(self, lr: float) -> StepStats:
         """One optimizer step over ``grad_accum_steps`` micro-batches.
@@ -300,8 +326,22 @@ class TrainingLoop:
         return StepStats(
             step=c.step, loss=loss.detach(), terms=term_sums, grad_norm=grad_norm.detach(), lr=lr,
             items=sizes["items"], real_frames=sizes["real_frames"], target_frames=sizes["target_frames"],
-            step_s=time.perf_counter() - started, data_s=data_s, skipped=skipped,
+            step_s=time.perf_counter() - started, data_s=data_s, skipped=skipped, flops=self._flops(batches),
         )
+
+    def _flops(self, batches: Sequence[Batch]) -> float:
+        """Model FLOPs of a step (`flowkit.model.flops`); 0 for a model that is not the DiT."""
+        if not hasattr(self.model, "cfg") or not hasattr(self.model.cfg, "sizes"):
+            return 0.0
+        total = 0.0
+        for b in batches:
+            cond = b.cond
+            lengths = list(cond.layout.lengths) if cond.layout is not None else cond.frame_mask.sum(1).tolist()
+            total += train_step_flops(
+                self.model, lengths, cond.text_mask.sum(1).tolist(), padded_frames=cond.frame_mask.numel(),
+                padded_chars=cond.text.numel(), packed_frames=cond.layout.num_frames if cond.layout is not None else None,
+            )
+        return total * self.dist.world_size
 
     def _no_sync(self) -> contextlib.AbstractContextManager[Any]:
         no_sync = getattr(self.ddp, "no_sync", None)
@@ -377,7 +417,7 @@ class TrainingLoop:
         record: dict[str, Any] = {
             "kind": "train", "step": c.step, "loss": loss, "lr": stats.lr,
             "grad_norm": grad_norm, "items": stats.items, "frames": stats.real_frames,
-            "target_frames": stats.target_frames, "epoch": self.stream.position.epoch,
+            "target_frames": stats.target_frames, "epoch": int(self._sampler_state()["epoch"]),
             "updates": c.updates, "skipped": c.skipped,
         }
         record.update({f"loss/{name}": value for (name, _), value in zip(terms, values, strict=True)})
@@ -389,6 +429,9 @@ class TrainingLoop:
             record["max_mem_gb"] = torch.cuda.max_memory_allocated(self.device) / 1e9
         # Wall-clock fields: the only ones that differ between a run and its resumed twin.
         record["frames_per_s"] = stats.real_frames / max(stats.step_s, 1e-9)
+        record["tflops"] = stats.flops / max(stats.step_s, 1e-9) / 1e12  # model FLOPs (flowkit.model.flops)
+        if self.peak_tflops:
+            record["mfu"] = record["tflops"] / self.peak_tflops
         record["step_s"] = stats.step_s
         record["data_s"] = stats.data_s
         record["best_val_loss"] = c.best_val_loss
@@ -438,7 +481,10 @@ class TrainingLoop:
         position and pairing totals are gathered into ``ranks`` (index = rank), with
         ``world_size``; the top-level ``rng``/``sampler``/``pairing_totals`` are rank 0's.
         """
-        own = {"sampler": self.stream.state_dict(), "rng": self.streams.capture(),
+        rng = self.streams.capture()
+        if self._consumed is not None:  # not the state a prefetched, unconsumed step advanced
+            rng["data"] = self._consumed["data"]
+        own = {"sampler": self._sampler_state(), "rng": rng,
                "pairing_totals": self.pairing_totals.to_dict()}
         ranks = distributed.gather_objects(self.dist, own)
         state = {

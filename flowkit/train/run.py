@@ -334,7 +334,21 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
         stream = BatchStream(settings.batch_sampler, lengths, settings.seed, ctx.rank, ctx.world_size)
         streams = RandomStreams.create(settings.seed, ctx.rank)
         cfg_drop = CFGDrop(**settings.cfg_drop)
-        builder = BatchBuilder(train_set, settings.pairing, stats, vocab, languages, model_config.text_path, cfg_drop)
+        builder = BatchBuilder(train_set, settings.pairing, stats, vocab, languages, model_config.text_path, cfg_drop,
+                               row_frames=getattr(settings.batch_sampler, "row_frames", None))
+        if device.type == "cuda" and settings.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        if settings.memory_check:
+            from flowkit.console import console
+            from flowkit.train.memory import step0_check
+
+            summary = step0_check(model, builder, settings.batch_sampler, lengths, device,
+                                  autocast=device.type == "cuda", limit_gb=settings.max_memory_gb)
+            if ctx.is_main:
+                console.print(f"memory: {summary}", markup=False, highlight=False, soft_wrap=True)
+        if settings.compile:
+            model.compile_blocks()
         evaluator = None
         if len(val_set) and settings.eval_every is not None:
             val_builder = attrs.evolve(builder, dataset=val_set)

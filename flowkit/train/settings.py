@@ -120,6 +120,23 @@ class Trainer:
     # Reuse the first batch (same spans and dropout) at every step; t and noise still vary.
     overfit_one_batch: bool = False
 
+    # ---- performance (docs/performance.md; may change on resume) ----
+    # Build the next step's micro-batches in a background thread while this one trains
+    # (same batches and draws; resume stays bit-identical).
+    prefetch: bool = True
+    # torch.compile the DiT's feed-forward and modulation (off: compilation takes minutes for
+    # a large model; it needs a C++ compiler on the CPU and Triton on CUDA).
+    compile: bool = False
+    # TF32 matrix products on CUDA (Ampere and newer) for the float32 parts of a step.
+    tf32: bool = True
+    # The device's peak TFLOP/s for the mfu field; None = the bf16 table of flowkit.model.flops.
+    peak_tflops: float | None = None
+    # Estimate the peak memory of the costliest batch before step 0 and refuse a run that
+    # cannot fit; then run forward + backward on that batch (flowkit.train.memory).
+    memory_check: bool = True
+    # Memory (GB) the check compares with; None = the device's free memory (CPU: MemAvailable).
+    max_memory_gb: float | None = None
+
     # ---- torch.distributed (docs/distributed.md; ignored by a single process) ----
     # Seconds any collective may wait for the other ranks before the run fails naming the
     # rank; rank 0's evaluation pass and checkpoint save must fit inside it. May change on resume.

@@ -25,8 +25,9 @@ def _unit_totals(conds) -> dict[str, float]:
 
 
 def _slice(cond: Conditions, sl: slice) -> Conditions:
-    return attrs.evolve(cond, **{
-        f.name: getattr(cond, f.name)[sl] for f in attrs.fields(Conditions) if getattr(cond, f.name) is not None
+    return attrs.evolve(cond, layout=None, **{  # the model plans the rows of the slice itself
+        f.name: getattr(cond, f.name)[sl] for f in attrs.fields(Conditions)
+        if isinstance(getattr(cond, f.name), torch.Tensor)
     })
 
 
