@@ -189,7 +189,6 @@ def _stub_modules(names: dict[str, dict[str, object]]) -> None:
 def check_export(path: Path) -> None:
     """Load a flowkit export with F5's own ``load_checkpoint`` into its CFM + DiT and
     compare the velocity with the small_v1 parity fixture; record the file's sha256."""
-    import hashlib
 
     import torch
 

@@ -14,7 +14,6 @@ steps near t = 0 (noise), where the outline of the speech is decided; F5-TTS inf
 from __future__ import annotations
 
 import math
-
 from collections.abc import Callable
 
 import attrs

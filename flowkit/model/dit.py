@@ -48,8 +48,8 @@ from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
 from flowkit.errors import ConfigError
 from flowkit.model.conditions import Conditions
 from flowkit.model.durations import durations_from_log, place_chars
-from flowkit.model.packing import PackedIndex, PackLayout
 from flowkit.model.f5_arch import ARCHS, F5TextEncoder, f5_arch_options, f5_time_sinusoid, mish
+from flowkit.model.packing import PackedIndex, PackLayout
 from flowkit.model.presets import PRESETS, SIZE_FIELDS
 from flowkit.registry import register
 

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-
 from f5_weights import random_f5_state
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "f5"

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from f5_files import FIXTURES, f5_transformer_state, write_f5_pt, write_f5_safetensors
 from typer.testing import CliRunner
 
-from f5_files import FIXTURES, f5_transformer_state, write_f5_pt, write_f5_safetensors
 from flowkit.cli.app import app
 from flowkit.errors import CheckpointError, ConfigError
 from flowkit.interop import f5 as f5_interop
@@ -136,3 +136,19 @@ def test_export_refuses_models_f5_cannot_hold(tmp_path: Path) -> None:
                     dict(meta, model_config=dict(meta["model_config"], text_path="aligned", arch="flowkit")))
     result = _cli("export-f5", str(tmp_path / "own" / "step-00000001"), "--out", str(tmp_path / "x"))
     assert result.exit_code != 0 and "cannot export to F5-TTS" in result.output and "aligned text path" in result.output
+
+
+def test_synthesize_and_report_accept_the_imported_run(tmp_path: Path) -> None:
+    ckpt = write_f5_safetensors(tmp_path / "F5TTS_v1.safetensors")
+    import_f5(ckpt, tmp_path / "run")
+    result = _cli("synthesize", str(tmp_path / "run"), "--text", "!#12", "--seconds", "0.5", "--steps", "2",
+                  "--out", str(tmp_path / "a.wav"))
+    assert result.exit_code == 0, result.output
+    assert "euler, sway -1" in result.output  # F5's inference defaults came with the import
+    import soundfile as sf
+
+    audio, sr = sf.read(str(tmp_path / "a.wav"))
+    assert sr == 24000 and abs(len(audio) / sr - 0.5) < 0.05
+    result = _cli("report", str(tmp_path / "run"))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "run" / "report.md").is_file()

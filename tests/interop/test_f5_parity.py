@@ -13,11 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from f5_weights import random_f5_state
 
-from flowkit.interop.f5 import F5_CONFIGS, F5Velocity, flowkit_state_from_f5, model_config_from_f5_state
+from flowkit.interop.f5 import (
+    F5_CONFIGS,
+    F5Velocity,
+    flowkit_state_from_f5,
+    model_config_from_f5_state,
+)
 from flowkit.model.conditions import Conditions
 from flowkit.model.dit import DiTConfig
-from f5_weights import random_f5_state
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "f5"
 TOL = 1e-4

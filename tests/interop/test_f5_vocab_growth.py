@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-
 from f5_files import write_f5_safetensors
+
 from flowkit.data.text import vocab_from_state_dict
 from flowkit.interop.f5_run import import_f5
 from flowkit.model.conditions import Conditions
