@@ -348,11 +348,13 @@ class ConvNeXtBlock(nn.Module):
         h = self.grn(F.gelu(self.up(self.norm(h))), mask)
         return _masked(x + self.down(h), mask)
 
-    def residual_branch(self, x: torch.Tensor) -> torch.Tensor:
-        """The branch alone over every position, no masking (F5-TTS's text encoder)."""
+    def residual_branch(self, x: torch.Tensor, grn_mask: torch.Tensor | None = None) -> torch.Tensor:
+        """The branch alone, unmasked (F5-TTS's text encoder); the response norm over
+        ``grn_mask [b L]`` positions, every position when None."""
         h = self.dwconv(x.transpose(1, 2)).transpose(1, 2)
-        every = torch.ones(h.shape[:2], dtype=torch.bool, device=h.device)
-        return self.down(self.grn(F.gelu(self.up(self.norm(h))), every))
+        if grn_mask is None:
+            grn_mask = torch.ones(h.shape[:2], dtype=torch.bool, device=h.device)
+        return self.down(self.grn(F.gelu(self.up(self.norm(h))), grn_mask))
 
 
 class TextEncoder(nn.Module):
@@ -691,7 +693,7 @@ class DiT(nn.Module):
             ids[:, :k] = cond.text[:, :k].masked_fill(~cond.text_mask[:, :k], 0)
             ids = ids.masked_fill(~cond.frame_mask, 0)
             if self.cfg.arch != "flowkit":  # F5-TTS encodes a dropped text as filler ids
-                return self.text(ids, cond.frame_mask, cond.drop_text), None
+                return self.text(ids, cond.frame_mask, cond.drop_text, confine=True), None
             return self.text(ids, cond.frame_mask), None
         chars, log_duration = self._encode_chars(cond)
         # The placement is a step function of the durations (frame boundaries are rounded),

@@ -78,10 +78,17 @@ class F5TextEncoder(nn.Module):
         self.mask_padding = mask_padding
         self.register_buffer("positions", text_position_table(dim, TEXT_POSITIONS), persistent=False)
 
-    def forward(self, ids: torch.Tensor, valid: torch.Tensor, drop: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, ids: torch.Tensor, valid: torch.Tensor, drop: torch.Tensor | None = None, *, confine: bool = False
+    ) -> torch.Tensor:
         """``ids [b n]`` (0 = filler, already 0 outside ``valid``), ``valid [b n]`` the item's
         frames, ``drop [b]`` items whose text is dropped (CFG): as in F5-TTS they are encoded
         as filler ids, while the filler mask still comes from the real text.
+
+        ``confine=False`` is F5's rule for a padded batch (frames past an item's end enter
+        its convolutions and response norm); ``confine=True`` keeps every item as if alone
+        (zero past its end before each layer, norm over its frames): what F5 computes for an
+        unpadded item, and what flowkit's own forward uses so items stay independent.
 
         Raises:
             ValueError: more than 8192 frames (F5-TTS's position table).
@@ -99,10 +106,12 @@ class F5TextEncoder(nn.Module):
         if self.mask_padding:
             x = x.masked_fill(filler[..., None], 0.0)
         for block in self.blocks:
-            x = x + block.residual_branch(x)
+            if confine:
+                x = x.masked_fill(~valid[..., None], 0.0)
+            x = x + block.residual_branch(x, valid if confine else None)
             if self.mask_padding:
                 x = x.masked_fill(filler[..., None], 0.0)
-        return x
+        return x.masked_fill(~valid[..., None], 0.0) if confine else x
 
 
 def mish(x: torch.Tensor) -> torch.Tensor:
