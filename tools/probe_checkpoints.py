@@ -7,6 +7,8 @@ checkpoint (and the ceilings first) and appends them to ``--out`` when given.
 
 Usage: python tools/probe_checkpoints.py RUN [RUN...] [--split train] [--sentences 16]
            [--every 200] [--audio-dir DIR] [--out FILE.jsonl]
+       python tools/probe_checkpoints.py --plot OUT.png FILE.jsonl [FILE.jsonl...] [--label RUN=NAME]...
+           (probe WER against step, one curve per run, the ceilings dashed)
 """
 
 from __future__ import annotations
@@ -17,7 +19,37 @@ import sys
 from pathlib import Path
 
 
+def plot(png: Path, files: list[Path], labels: dict[str, str]) -> None:
+    """One probe-WER curve per run found in ``files`` (JSON lines this tool wrote)."""
+    from flowkit.report.plots import Curve, curves_png
+
+    probes: dict[str, dict[int, float]] = {}
+    ceilings: dict[str, float] = {}
+    for file in files:
+        for line in file.read_text().splitlines():
+            r = json.loads(line)
+            if r["kind"] == "probe":
+                probes.setdefault(r["run"], {})[r["step"]] = r["probe_wer"]
+            elif r["kind"] == "probe_ceiling":
+                ceilings.setdefault("ground truth through the vocoder", r["probe_truth_vocoded_wer"])
+                if "probe_truth_raw_wer" in r:
+                    ceilings.setdefault("ground truth, recorded", r["probe_truth_raw_wer"])
+    curves = [Curve(labels.get(run, run), sorted(points), [points[s] for s in sorted(points)])
+              for run, points in probes.items()]
+    last = max((s for points in probes.values() for s in points), default=1)
+    curves += [Curve(name, [0, last], [value, value], dashed=True) for name, value in ceilings.items()]
+    png.write_bytes(curves_png("probe WER of the 16 memorised sentences", "WER (pocketsphinx)", curves))
+
+
 def main() -> None:
+    if "--plot" in sys.argv:
+        plotter = argparse.ArgumentParser()
+        plotter.add_argument("--plot", type=Path, required=True)
+        plotter.add_argument("files", nargs="+", type=Path)
+        plotter.add_argument("--label", action="append", default=[])
+        a = plotter.parse_args()
+        plot(a.plot, a.files, dict(x.split("=", 1) for x in a.label))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", nargs="+", type=Path)
     parser.add_argument("--split", default="val", choices=("val", "train"))
@@ -32,6 +64,9 @@ def main() -> None:
     args = parser.parse_args()
 
     from flowkit import registry
+    from flowkit.batching.builder import BatchBuilder
+    from flowkit.batching.collate import CFGDrop
+    from flowkit.batching.pairing import InClip
     from flowkit.data.dataset import LatentDataset
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.vocoders import GriffinLim
@@ -57,17 +92,22 @@ def main() -> None:
         steps = [s for s, _ in found if (args.every is None or s % args.every == 0)
                  and (args.steps is None or s in args.steps)]
         runner = None
-        for step, path in found:
-            if step not in steps:
-                continue
+        paths = dict(found)
+        order = [s for s in (args.steps or []) if s in steps] or steps  # the order asked for
+        for step in order:
+            path = paths[step]
             im = load_inference_model(path, weights="ema")
             if runner is None:
                 data = LatentDataset.open(list(im.stores), args.split)
                 try:
+                    # the text gain as training saw the sentences: in-clip spans, true timings
+                    builder = BatchBuilder(data, InClip(), im.stats, im.vocab, list(im.languages),
+                                           im.model.cfg.text_path, CFGDrop())
                     runner = ProbeRunner(settings, data, stats=im.stats, vocab=im.vocab, languages=im.languages,
                                          schedule=im.schedule, solver=im.solver, vocoder=GriffinLim(),
                                          encoder=dict(im.encoder), run_seed=int(json.loads(
-                                             (path / "meta.json").read_text())["seed"]), device="cpu")
+                                             (path / "meta.json").read_text())["seed"]), device="cpu",
+                                         builder=builder)
                 finally:
                     data.close()
                 if not args.no_ceilings:

@@ -16,8 +16,8 @@ reach on the same sentences: ``probe_truth_raw_wer`` (the recorded audio, when
 through the run's vocoder), per language like the probe's own.
 
 What is fixed: the sentences (spread evenly over the split, per language, at most
-``sentences`` each), each one's prompt (the next chosen sentence of the same speaker,
-at most 300 frames, with its text, as in `flowkit.report.samples`), the target length (the
+``sentences`` each), each one's prompt (the next chosen sentence of the same speaker
+that is at most 300 frames long, whole, with its text), the target length (the
 sentence's own frames), the noise (a generator derived from the run's seed), t and noise
 of the text-gain loss. So two probes of the same weights give the same numbers, and the
 probe never draws from the training streams: it runs inside a guard that restores the
@@ -47,7 +47,7 @@ from flowkit.errors import ConfigError
 __all__ = ["PROBE_SPLITS", "ProbeRunner", "ProbeSentence", "ProbeSettings"]
 
 PROBE_SPLITS = ("val", "train")
-MAX_PROMPT_FRAMES = 300  # 3 s at 100 Hz, as the report's samples
+MAX_PROMPT_FRAMES = 300  # 3 s at 100 Hz: enough to carry the voice, cheap on a CPU
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 
 
@@ -171,6 +171,8 @@ class ProbeRunner:
         schedule, solver: the run's components; vocoder: the resolved vocoder.
         encoder: the store's encoder record (for the vocoder).
         run_seed: ``Trainer.seed``; device: where the model lives.
+        builder: the run's `BatchBuilder` over ``dataset`` for ``probe_text_gain``; None
+            leaves the text gain out.
 
     Raises:
         ConfigError: the split holds no sentence in a language the recogniser knows.
@@ -178,7 +180,7 @@ class ProbeRunner:
 
     def __init__(self, settings: ProbeSettings, dataset: Any, *, stats: Any, vocab: Any, languages: Sequence[str],
                  schedule: Any, solver: Any, vocoder: Any, encoder: dict[str, Any], run_seed: int,
-                 device: Any) -> None:
+                 device: Any, builder: Any = None) -> None:
         from flowkit.train.randomness import derive_seed
 
         self.settings = settings
@@ -209,10 +211,15 @@ class ProbeRunner:
             chosen.extend(pool[j] for j in _choose(len(pool), settings.sentences))
         prompts: dict[int, int | None] = {}
         for k, i in enumerate(chosen):
+            # A prompt is a whole clip: its text must be what its audio says (a clip cut at
+            # MAX_PROMPT_FRAMES would keep text its audio no longer has). The next chosen
+            # sentence of the speaker that fits, else the shortest other clip of the speaker.
             same = [j for j in chosen[k + 1:] + chosen[:k] if segments[j].speaker == segments[i].speaker]
-            if not same:
-                same = [j for j in range(len(segments)) if j != i and segments[j].speaker == segments[i].speaker]
-            prompts[i] = same[0] if same else None
+            fits = [j for j in same if segments[j].n_frames <= MAX_PROMPT_FRAMES]
+            if not fits:
+                others = [j for j in range(len(segments)) if j != i and segments[j].speaker == segments[i].speaker]
+                fits = sorted(others, key=lambda j: (segments[j].n_frames, j))[:1]
+            prompts[i] = fits[0] if fits else None
         needed = sorted(set(chosen) | {j for j in prompts.values() if j is not None})
         latents = dict(zip(needed, dataset.read(needed), strict=True))
         self.sentences = [
@@ -221,11 +228,21 @@ class ProbeRunner:
             for i in chosen
         ]
         self._truth = [np.asarray(latents[i], dtype=np.float32) for i in chosen]
-        self._prompts = [None if prompts[i] is None else np.asarray(latents[prompts[i]][:MAX_PROMPT_FRAMES], dtype=np.float32)
+        self._prompts = [None if prompts[i] is None else np.asarray(latents[prompts[i]], dtype=np.float32)
                          for i in chosen]
         self._prompt_texts = ["" if prompts[i] is None else segments[prompts[i]].text for i in chosen]
         self.last_hypotheses: list[str] = []
         self.last_audio: list[tuple[np.ndarray, int]] = []
+        # The text gain is measured as training sees the sentences: the run's pairing (a target
+        # span, the rest of the clip as prompt) and, on the aligned path, the true unit timings.
+        self._gain_batch = None
+        if builder is not None:
+            import torch
+
+            batch, _ = builder.build(chosen, np.random.default_rng(self.seed), train=False)
+            generator = torch.Generator().manual_seed(self.seed + 1)
+            t = torch.rand((batch.x1.shape[0],), generator=generator)
+            self._gain_batch = (batch, t, torch.randn(batch.x1.shape, generator=generator))
 
     # ---- pieces ----
 
@@ -267,27 +284,24 @@ class ProbeRunner:
         out[f"{prefix}_cer"] = edits_c / max(chars, 1.0)
         return out, hyps
 
-    def _text_gain(self, model: Any, cond: Any) -> float:
-        """Flow loss without text minus with text on the probe sentences (fixed t, noise)."""
+    def _text_gain(self, model: Any) -> float | None:
+        """EMA flow loss without text minus with text on the probe sentences (fixed spans, t
+        and noise; the model's training-time conditioning), or None without a builder."""
+        if self._gain_batch is None:
+            return None
         import torch
 
-        b, n = cond.frame_mask.shape
-        x1 = torch.zeros((b, n, model.latent_dim))
-        for i, truth in enumerate(self._truth):
-            target = cond.target_mask[i].cpu()
-            x1[i][target] = torch.as_tensor(np.asarray(self.stats.normalize(truth), dtype=np.float32))[: int(target.sum())]
-        x1 = torch.where((cond.frame_mask & ~cond.target_mask)[..., None].cpu(), cond.prompt.cpu(), x1).to(self.device)
-        generator = torch.Generator().manual_seed(self.seed + 1)
-        t = torch.rand((b,), generator=generator)
-        x0 = torch.randn((b, n, model.latent_dim), generator=generator)
-        t, x0 = t.to(self.device), x0.to(self.device)
-        x_t, target_v = self.schedule.sample(x0, x1, t)
-        mask = cond.target_mask[..., None].float()
+        from flowkit.losses import MaskedMSE
+        from flowkit.train.objective import loss_terms
+
+        cpu_batch, t, x0 = self._gain_batch
+        batch = cpu_batch.to(self.device)
         losses = []
         for drop in (False, True):
-            c = cond.replace(drop_text=torch.full_like(cond.drop_text, drop))
-            out = model(x_t, t, c, phase="even").output.float()
-            losses.append(float((torch.square(out - target_v) * mask).sum() / (mask.sum() * model.latent_dim)))
+            cond = batch.cond.replace(drop_text=torch.full_like(batch.cond.drop_text, drop))
+            (term, *_), _ = loss_terms(model, self.schedule, [MaskedMSE()], ["masked_mse"], batch.x1, cond, t, x0,
+                                       autocast=False)
+            losses.append(float(term.term.value))
         return losses[1] - losses[0]
 
     # ---- the two records ----
@@ -336,14 +350,15 @@ class ProbeRunner:
                                      generator=torch.Generator().manual_seed(self.seed))
                 spans = [np.asarray(self.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
                          for s in target_spans(latents, cond)]
-                gain = self._text_gain(model, cond)
+                gain = self._text_gain(model)
             finally:
                 model.train(was_training)
             audios = [self.vocoder(span, self.encoder) for span in spans]
             out, hyps = self._score(audios, "probe")
         self.last_hypotheses = hyps
         self.last_audio = audios
-        out["probe_text_gain"] = gain
+        if gain is not None:
+            out["probe_text_gain"] = gain
         out["probe_s"] = time.perf_counter() - started
         return out
 

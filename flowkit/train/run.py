@@ -355,8 +355,9 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
             evaluator = Evaluator(val_builder, settings.batch_sampler, settings, model_config, device, autocast=device.type == "cuda")
         probe = None
         if settings.probe is not None and ctx.is_main:
-            probe = _probe_runner(settings, train_set if settings.probe.split == "train" else val_set,
-                                  stats, vocab, languages, device)
+            probe_set = train_set if settings.probe.split == "train" else val_set
+            probe = _probe_runner(settings, probe_set, stats, vocab, languages, device,
+                                  attrs.evolve(builder, dataset=probe_set))
         counters = Counters(horizon=settings.steps)
         pairing_totals = PairingCounts()
         init_from_info = None
@@ -448,7 +449,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
 
 
 def _probe_runner(settings: Trainer, dataset: Any, stats: Any, vocab: Any, languages: list[str],
-                  device: torch.device) -> Any:
+                  device: torch.device, builder: Any) -> Any:
     """The run's `ProbeRunner`: the probe's split, the run's schedule, solver and vocoder."""
     from flowkit.synth.vocoders import GriffinLim
     from flowkit.train.probe import ProbeRunner
@@ -457,7 +458,8 @@ def _probe_runner(settings: Trainer, dataset: Any, stats: Any, vocab: Any, langu
     vocoder = probe.vocoder or settings.vocoder or GriffinLim()
     encoder = dict(dataset.store_attrs.get("encoder") or {})
     return ProbeRunner(probe, dataset, stats=stats, vocab=vocab, languages=languages, schedule=settings.schedule,
-                       solver=settings.solver, vocoder=vocoder, encoder=encoder, run_seed=settings.seed, device=device)
+                       solver=settings.solver, vocoder=vocoder, encoder=encoder, run_seed=settings.seed, device=device,
+                       builder=builder)
 
 
 def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, train_set: Any, val_set: Any,

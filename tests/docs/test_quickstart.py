@@ -31,5 +31,10 @@ def test_quickstart_trains_and_reports(tmp_path):
     ema = [r["val_loss_ema"] for r in evals if r.get("kind") == "eval"]
     assert len(ema) >= 3
     assert min(ema[1:]) < 0.8 * ema[0], ema  # clearly below its first value
+    # the probe: ceilings once, then WER at steps 0, 100 and 200 (issue 17)
+    assert [r["step"] for r in evals if r.get("kind") == "probe"] == [0, 100, 200]
+    ceiling = [r for r in evals if r.get("kind") == "probe_ceiling"]
+    assert len(ceiling) == 1 and ceiling[0]["probe_truth_raw_items"] == ceiling[0]["probe_sentences"] == 2
     subprocess.run([*flowkit, "report", str(run)], cwd=REPO, check=True, timeout=600)
     assert (run / "report.html").stat().st_size > 10_000
+    assert "probe WER over steps, with the ground-truth ceilings" in (run / "report.md").read_text()
