@@ -88,10 +88,14 @@ def sample_blocks(
             return [Note("No samples: the run has no validation data.")]
         chosen = _choose(len(data), n)
         segments = data.segments
-        prompts = {
-            i: next((j for j, s in enumerate(segments) if j != i and s.speaker == segments[i].speaker), None)
-            for i in chosen
-        }
+        # A prompt is a whole clip, so that its text is what its audio says (cutting a clip
+        # at MAX_PROMPT_FRAMES kept text the audio no longer had): the first other item of
+        # the speaker that fits, else the speaker's shortest other item.
+        prompts = {}
+        for i in chosen:
+            same = [j for j, s in enumerate(segments) if j != i and s.speaker == segments[i].speaker]
+            fits = [j for j in same if segments[j].n_frames <= MAX_PROMPT_FRAMES]
+            prompts[i] = (fits or sorted(same, key=lambda j: (segments[j].n_frames, j)) or [None])[0]
         needed = sorted(set(chosen) | {j for j in prompts.values() if j is not None})
         latents = dict(zip(needed, data.read(needed), strict=True))
     finally:
@@ -101,7 +105,7 @@ def sample_blocks(
     for i in chosen:
         seg = segments[i]
         j = prompts[i]
-        prompt = None if j is None else np.asarray(im.stats.normalize(latents[j][:MAX_PROMPT_FRAMES]), dtype=np.float32)
+        prompt = None if j is None else np.asarray(im.stats.normalize(latents[j]), dtype=np.float32)
         utterances.append(
             Utterance(
                 text=im.vocab.encode(seg.text),
