@@ -91,7 +91,8 @@ def _escape(text: str) -> str:
 @app.callback()
 def _root(
     debug: Annotated[bool, typer.Option("--debug", help="Show full tracebacks for errors.")] = False,
-    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.", is_eager=True,
+                                          callback=lambda value: _print_version(value))] = False,
 ) -> None:
     """Train flow-matching text-to-speech models from gin experiments.
 
@@ -99,7 +100,11 @@ def _root(
     Docs: docs/ in the repository; every component: `flowkit plugins`.
     """
     _STATE["debug"] = debug
-    if version:
+
+
+def _print_version(value: bool) -> None:
+    """``--version``: eager, so it works alone (before typer asks for a command)."""
+    if value:
         from flowkit import __version__
 
         typer.echo(f"flowkit {__version__}")

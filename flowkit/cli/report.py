@@ -81,6 +81,10 @@ def synthesize(
         seconds=seconds, language=language, weights="raw" if raw else "ema", seed=seed, vocoder=chosen,
         loudness=loudness,
     )
+    from flowkit.console import err_console
+
+    for line in result.warnings:
+        err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if result.encoder_from == "defaults":
         console.print(
             "warning: the checkpoint records no encoder and its stores are gone; decoding with the log_mel "

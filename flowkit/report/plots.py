@@ -16,10 +16,13 @@ matplotlib.use("Agg")  # before pyplot: reports are written on machines without 
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-__all__ = ["Curve", "curves_png", "spectrograms_png"]
+__all__ = ["SPECTROGRAM_WIDTH_PX", "Curve", "curves_png", "spectrograms_figure", "spectrograms_png"]
 
 # Small figures: the report embeds every image, and docs/images keeps them under 200 KB.
 _DPI = 80
+#: pixel width the report shows a spectrogram row at (rendered at that size, never scaled up)
+SPECTROGRAM_WIDTH_PX = 900
+_SPECTROGRAM_DPI = 100
 
 
 class Curve:
@@ -32,9 +35,9 @@ class Curve:
         self.dashed = dashed
 
 
-def _png(fig: plt.Figure) -> bytes:
+def _png(fig: plt.Figure, dpi: int = _DPI, tight: bool = True) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=_DPI, bbox_inches="tight")
+    fig.savefig(buffer, format="png", dpi=dpi, bbox_inches="tight" if tight else None)
     plt.close(fig)
     return buffer.getvalue()
 
@@ -71,17 +74,30 @@ def curves_png(title: str, ylabel: str, curves: Sequence[Curve], *, log_y: bool 
     return _png(fig)
 
 
-def spectrograms_png(panels: Sequence[tuple[str, np.ndarray]], *, frame_rate: float | None = None) -> bytes:
-    """Latents side by side: each panel is ``(title, latents [n d])``, one shared colour scale."""
+def spectrograms_figure(panels: Sequence[tuple[str, np.ndarray]], *, frame_rate: float | None = None) -> plt.Figure:
+    """Latents side by side: each panel is ``(title, latents [n d])``, one shared colour scale.
+
+    The row is laid out for `SPECTROGRAM_WIDTH_PX` pixels; the panels share the channel
+    axis, labelled once on the left, so no label runs into a neighbouring panel.
+    """
     finite = [p[np.isfinite(p)] for _, p in panels if p.size]
     lo = min((float(f.min()) for f in finite if f.size), default=0.0)
     hi = max((float(f.max()) for f in finite if f.size), default=1.0)
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 2.2), squeeze=False)
-    for ax, (title, latents) in zip(axes[0], panels, strict=True):
+    width = SPECTROGRAM_WIDTH_PX / _SPECTROGRAM_DPI
+    fig, axes = plt.subplots(1, len(panels), figsize=(width, 2.6), squeeze=False, sharey=True,
+                             layout="constrained")
+    for k, (ax, (title, latents)) in enumerate(zip(axes[0], panels, strict=True)):
         n = latents.shape[0]
         extent = (0.0, n / frame_rate if frame_rate else float(n), 0.0, float(latents.shape[1]))
         ax.imshow(latents.T, origin="lower", aspect="auto", vmin=lo, vmax=hi, cmap="magma", extent=extent)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("seconds" if frame_rate else "frame")
-        ax.set_ylabel("channel")
-    return _png(fig)
+        if k == 0:
+            ax.set_ylabel("channel")
+    return fig
+
+
+def spectrograms_png(panels: Sequence[tuple[str, np.ndarray]], *, frame_rate: float | None = None) -> bytes:
+    """`spectrograms_figure` as PNG bytes, about `SPECTROGRAM_WIDTH_PX` pixels wide."""
+    # constrained layout already fits the labels: no tight crop, so the width is exact
+    return _png(spectrograms_figure(panels, frame_rate=frame_rate), dpi=_SPECTROGRAM_DPI, tight=False)

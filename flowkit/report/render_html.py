@@ -27,7 +27,7 @@ dl.facts dt { font-weight: 600; } dl.facts dd { margin: 0; }
 pre { background: #f6f6f8; padding: .8em; overflow-x: auto; font-size: 85%; }
 /* two plots a row on a wide screen, one on a narrow one; each plot carries its own title */
 figure { display: inline-block; vertical-align: top; width: 49%; min-width: 420px; margin: .4em 0; }
-figure img { width: 100%; }
+figure img { max-width: 100%; height: auto; }
 .sample figure { width: 100%; max-width: 900px; }
 .sample { border: 1px solid #ddd; border-radius: 6px; padding: .6em 1em; margin: 1em 0; }
 .note { color: #666; font-style: italic; }
@@ -39,10 +39,20 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
+def png_size(png: bytes) -> tuple[int, int]:
+    """``(width, height)`` in pixels from a PNG's IHDR chunk."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        raise ValueError("not a PNG")
+    return int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+
+
 def _img(figure: Figure) -> str:
+    """An image shown at its own pixel size (never scaled up, so never blurred), narrower on small screens."""
     data = base64.b64encode(figure.png).decode("ascii")
+    width, height = png_size(figure.png)
     return (
-        f'<figure><img alt="{_e(figure.title)}" title="{_e(figure.title)}" src="data:image/png;base64,{data}"></figure>'
+        f'<figure><img alt="{_e(figure.title)}" title="{_e(figure.title)}" width="{width}" height="{height}" '
+        f'src="data:image/png;base64,{data}"></figure>'
     )
 
 
@@ -57,7 +67,7 @@ def _sample(block: SampleBlock) -> str:
     parts += [_img(f) for f in block.figures]
     for label, audio in block.audios:
         data = base64.b64encode(audio.wav).decode("ascii")
-        parts.append(f'<div>{_e(label)}: <audio controls preload="none" src="data:audio/wav;base64,{data}"></audio></div>')
+        parts.append(f'<div>{_e(label)}: <audio controls preload="metadata" src="data:audio/wav;base64,{data}"></audio></div>')
     parts.append("</div>")
     return "".join(parts)
 

@@ -76,9 +76,12 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """A checkpoint directory from a checkpoint or run directory (best, else newest valid).
 
     Raises:
-        CheckpointError: the path holds no valid checkpoint.
+        CheckpointError: the path does not exist, or holds no valid checkpoint.
     """
     root = Path(path)
+    if not root.exists():
+        raise CheckpointError(f"{root}: no such checkpoint or run directory (check the path; runs are under runs/ "
+                              "by default)")
     if (root / "COMPLETE").is_file() or (root / "meta.json").is_file():
         return root
     for sub in ("best", "checkpoints"):

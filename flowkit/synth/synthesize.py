@@ -42,6 +42,7 @@ class SynthesisResult:
     vocoder: str = ""
     level: str = ""
     encoder_from: str = "checkpoint"
+    warnings: tuple[str, ...] = ()  # one line each, e.g. a language the model never saw
 
 
 def encode_prompt(audio_path: Path, encoder_record: dict, *, max_seconds: float = 15.0) -> np.ndarray:
@@ -137,6 +138,11 @@ def synthesize_file(
         frames = max(1, round(len(text) / CHARS_PER_SECOND * im.frame_rate))
         length_from = f"{CHARS_PER_SECOND:g} characters per second"
     lang = language or (im.languages[0] if len(im.languages) == 1 else "")
+    warnings: list[str] = []
+    if lang and lang not in im.languages:
+        seen = ", ".join(im.languages) or "none recorded"
+        warnings.append(f"--language {lang!r}: the model never saw it in training (languages: {seen}); "
+                        "synthesising with the unknown-language condition")
     utterance = Utterance(
         text=im.vocab.encode(text),
         prompt=prompt_latents,
@@ -159,4 +165,4 @@ def synthesize_file(
 
     label = f"{im.label}, {steps} steps of {describe_solver(im.solver)}, CFG {cfg_strength}"
     return SynthesisResult(Path(out), int(latents.shape[0]), latents.shape[0] / im.frame_rate, sr, label,
-                           length_from, vocoder_label(vocoder), level.describe(), im.encoder_from)
+                           length_from, vocoder_label(vocoder), level.describe(), im.encoder_from, tuple(warnings))

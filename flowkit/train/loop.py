@@ -383,18 +383,22 @@ class TrainingLoop:
         what = "loss" if not bool(torch.isfinite(loss)) else "gradient norm"
         at = f"non-finite {what} at step {c.step + 1} (loss {float(loss):.4g}, gradient norm {float(grad_norm):.4g})"
         if s.nonfinite == "stop":
+            saved = any(True for _ in checkpoint.list_checkpoints(self.workspace.checkpoints))
+            where = (f"last checkpoint in {self.workspace.checkpoints}" if saved else
+                     f"no checkpoint was saved yet: Trainer.save_every = {s.save_every}")
             raise TrainingError(
-                f"{at}; the run stopped without applying it (last checkpoint in "
-                f"{self.workspace.checkpoints}) — lower Trainer.lr or set Trainer.nonfinite = 'skip'"
+                f"{at}; the run stopped without applying it ({where}) — lower Trainer.lr or set "
+                "Trainer.nonfinite = 'skip'"
+            )
+        if c.consecutive_skips + 1 >= s.max_consecutive_skips:
+            # the stopping step is not taken: it counts neither as a step nor as a skip
+            raise TrainingError(
+                f"{at}: {c.consecutive_skips + 1} steps in a row non-finite (Trainer.max_consecutive_skips = "
+                f"{s.max_consecutive_skips}); lower Trainer.lr or check the data"
             )
         c.skipped += 1
         c.consecutive_skips += 1
         self.log({"kind": "event", "step": c.step + 1, "event": "skipped_nonfinite", "what": what})
-        if c.consecutive_skips >= s.max_consecutive_skips:
-            raise TrainingError(
-                f"{at}: {c.consecutive_skips} steps in a row skipped (Trainer.max_consecutive_skips = "
-                f"{s.max_consecutive_skips}); lower Trainer.lr or check the data"
-            )
         return True
 
     # ---- logging, evaluation, saving ----

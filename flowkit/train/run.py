@@ -210,7 +210,18 @@ def init_from(
 # ---- composition -------------------------------------------------------------------------
 
 
-def _open_data(settings: Trainer, aligned: bool) -> tuple[Any, Any]:
+def _config_names(files: Any) -> str:
+    """The config files of a start as the user would type them (relative to the working directory when inside it)."""
+    names = []
+    for f in files:
+        try:
+            names.append(str(Path(f).resolve().relative_to(Path.cwd())))
+        except ValueError:
+            names.append(str(f))
+    return " ".join(names) or "the config"
+
+
+def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") -> tuple[Any, Any]:
     from flowkit.data.dataset import LatentDataset
 
     stores = [Path(p) for p in settings.data]
@@ -222,6 +233,13 @@ def _open_data(settings: Trainer, aligned: bool) -> tuple[Any, Any]:
     if len(train_set) == 0:
         counts = train_set.report.to_dict()
         train_set.close()
+        by_reason = train_set.report.counts()
+        if aligned and set(by_reason) == {"missing_units"}:
+            raise DataError(
+                f"{configs} uses model.dit.text_path = 'aligned', which needs unit timings; none of the "
+                f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: prepare with "
+                "--align energy or --textgrids DIR"
+            )
         raise DataError(
             f"no usable training segment in {', '.join(map(str, stores))} ({counts}); check the "
             "stores' split column and data_rejections.jsonl"
@@ -295,7 +313,7 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
     model_config = settings.model
     aligned = model_config.text_path == "aligned"
     loaded = origin.loaded
-    train_set, val_set = _open_data(settings, aligned)
+    train_set, val_set = _open_data(settings, aligned, _config_names(getattr(parsed, "files", ())))
     try:
         fingerprint = train_set.fingerprint()
         if origin.kind == "resume":
@@ -523,9 +541,15 @@ def _plugin_versions() -> dict[str, str]:
 
 def _report(workspace: Workspace, settings: Trainer, trainer: TrainingLoop) -> str:
     c = trainer.counters
-    state = "completed" if c.step >= settings.steps else f"stopped at step {c.step} (continue: flowkit resume {workspace.root})"
-    best = "-" if c.best_val_loss is None else f"{c.best_val_loss:.5f}"
     saved = [p.name for _, p in checkpoint.list_checkpoints(workspace.checkpoints)]
+    if c.step >= settings.steps:
+        state = "completed"
+    elif saved:
+        state = f"stopped at step {c.step} (continue: flowkit resume {workspace.root})"
+    else:
+        state = (f"stopped at step {c.step} before its first checkpoint (Trainer.save_every = {settings.save_every}): "
+                 "nothing to continue from; re-run the same `flowkit train` command to start it again")
+    best = "-" if c.best_val_loss is None else f"{c.best_val_loss:.5f}"
     best_dirs = [p.name for _, p in checkpoint.list_checkpoints(workspace.best)]
     lines = [
         f"# Run {workspace.root.name}",

@@ -60,7 +60,9 @@ class Trainer:
     """Everything that defines a training run (gin: ``Trainer.<field>``).
 
     Components are built from the registry (``@model.dit()``, ``@loss.masked_mse()``, ...);
-    ``steps`` counts optimizer updates, each of ``grad_accum_steps`` micro-batches.
+    ``steps`` counts training steps, each of ``grad_accum_steps`` micro-batches: an optimizer
+    update, or a step skipped under ``nonfinite = 'skip'`` (steps = updates + skipped; the
+    learning-rate schedule counts updates only).
 
     Raises:
         ConfigError: a value out of range, naming ``Trainer.<field>`` and the fix.
@@ -89,7 +91,7 @@ class Trainer:
     min_frames: int = attrs.field(default=8, validator=_positive)  # shorter segments are rejected
 
     # ---- length and randomness ----
-    steps: int = attrs.field(default=100_000, validator=_positive)  # optimizer updates
+    steps: int = attrs.field(default=100_000, validator=_positive)  # training steps: optimizer updates + skipped steps
     seed: int = 0
 
     # ---- optimisation ----

@@ -98,3 +98,14 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_every_shipped_gin_file_parses(name):
     result = run_cli("config", str(REPO / "gin" / name))
     assert result.exit_code == 0, result.output
+
+
+def test_version_alone_prints_the_version():
+    import subprocess
+    import sys
+
+    from flowkit import __version__
+
+    out = subprocess.run([sys.executable, "-m", "flowkit", "--version"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == f"flowkit {__version__}"

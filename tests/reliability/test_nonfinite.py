@@ -79,8 +79,35 @@ def test_skip_policy_skips_and_counts(store: Path, tmp_path: Path, monkeypatch: 
 def test_skip_policy_stops_after_k_in_a_row(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _poison(monkeypatch, {2, 3, 4, 5})
     out = tmp_path / "run"
-    with pytest.raises(TrainingError, match=r"at step 4 .*3 steps in a row skipped") as info:
+    with pytest.raises(TrainingError, match=r"at step 4 .*3 steps in a row non-finite") as info:
         _train(store, out, "Trainer.nonfinite = 'skip'", "Trainer.max_consecutive_skips = 3")
     assert "\n" not in str(info.value)
     path, _ = checkpoint.find_latest(out / "checkpoints")
     assert path is not None and _all_finite(checkpoint.load_checkpoint(path).state)
+
+
+def test_stop_before_any_checkpoint_does_not_name_one(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12 item 5: no "last checkpoint" when none exists, in the error and in report.md."""
+    _poison(monkeypatch, {2})
+    out = tmp_path / "run"
+    with pytest.raises(TrainingError) as info:
+        _train(store, out, "Trainer.save_every = 100")
+    message = str(info.value)
+    assert "no checkpoint was saved yet: Trainer.save_every = 100" in message and "last checkpoint" not in message
+    report = (out / "report.md").read_text()
+    assert "continue: flowkit resume" not in report and "before its first checkpoint" in report
+
+
+def test_skip_counts_add_up_in_the_counters_and_the_report(store: Path, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """steps = optimizer updates + skipped steps, wherever they are shown; the step that stops
+    the run after max_consecutive_skips is taken by neither."""
+    import re
+
+    _poison(monkeypatch, {2, 3, 4, 5})
+    out = tmp_path / "run"
+    with pytest.raises(TrainingError):
+        _train(store, out, "Trainer.nonfinite = 'skip'", "Trainer.max_consecutive_skips = 3")
+    line = next(ln for ln in (out / "report.md").read_text().splitlines() if ln.startswith("- steps:"))
+    step, updates, skipped = map(int, re.match(r"- steps: (\d+) / \d+ \((\d+) optimizer updates, (\d+) skipped\)", line).groups())
+    assert (step, updates, skipped) == (3, 1, 2)

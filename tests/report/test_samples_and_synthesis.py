@@ -122,3 +122,20 @@ def test_synthesize_given_seconds_override_duration_head(aligned_checkpoint: Pat
     assert result.frames == 50 and result.length_from == "--seconds"
     samples, sr = _seconds_of(out)
     assert sr == 16000 and abs(samples - 50 * HOP) <= HOP
+
+
+def test_synthesize_warns_about_a_language_the_model_never_saw(aligned_checkpoint: Path, tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["synthesize", str(aligned_checkpoint), "--text", "la mora", "--out",
+                                      str(tmp_path / "l.wav"), "--steps", "2", "--language", "fr"])
+    assert result.exit_code == 0, result.output
+    assert "warning: --language 'fr': the model never saw it in training (languages: en)" in result.output
+    known = synthesize_file(aligned_checkpoint, "la mora", tmp_path / "k.wav", steps=2, language="en")
+    assert known.warnings == ()
+
+
+def test_synthesize_names_a_checkpoint_path_that_does_not_exist(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["synthesize", str(tmp_path / "runs" / "e12"), "--text", "hi", "--out",
+                                      str(tmp_path / "x.wav")])
+    assert result.exit_code == 4
+    assert "e12: no such checkpoint or run directory" in result.output
+    assert not (tmp_path / "x.wav").exists()
