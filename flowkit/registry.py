@@ -86,6 +86,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "flowkit.model.dit",
     "flowkit.data.text",
     "flowkit.data.text_f5",
+    "flowkit.data.text_phonemes",
     "flowkit.data.encoders",
     "flowkit.data.aligners",
     "flowkit.batching.samplers",

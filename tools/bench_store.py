@@ -6,10 +6,13 @@
    chunk sizes, plus zarr's own API for reference; the store reads with its checksums on
    (each chunk verified on its first read in the process, as training reads), next to the
    same reads with the checks off, and the one-off cost of verifying every chunk;
-3. open + length index of a synthetic 100k-segment store (time and peak RSS, measured in
-   a fresh process).
+3. open + validate + build the batch sampler of synthetic 100k- and 1M-segment stores
+   (time and peak RSS, measured in a fresh process), and restoring a sampler position
+   early and late in an epoch (the same cost: resume is O(1) in the position);
+4. sharded prepare of the corpus with 1, 2 and 4 shards run at once as separate
+   processes (one worker each), as a multiple of real time.
 
-Usage: python tools/bench_store.py [--corpus DIR] [--repeats N] [--workdir DIR]
+Usage: python tools/bench_store.py [--corpus DIR] [--repeats N] [--workdir DIR] [--sizes 100000,1000000]
 """
 
 from __future__ import annotations
@@ -141,35 +144,78 @@ _OPEN_CHILD = """
 import resource, sys, time
 t = time.perf_counter()
 from flowkit.data.dataset import LatentDataset
+from flowkit.batching.samplers import BatchStream, FrameBudget
+from flowkit.batching.pairing import InClip
 t_import = time.perf_counter() - t
 t = time.perf_counter()
 ds = LatentDataset.open([sys.argv[1]], "train")
-lengths = ds.lengths
+t_open = time.perf_counter() - t
+stream = BatchStream(FrameBudget(), InClip().budget_lengths(ds.segments), seed=0)
+n_batches = len(stream.plan(0).batches)
 elapsed = time.perf_counter() - t
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(f"{len(ds)} {elapsed:.3f} {rss:.0f} {t_import:.2f}")
+resumes = []
+for epoch, batch in ((0, 1), (7, n_batches - 1)):
+    t = time.perf_counter()
+    fresh = BatchStream(FrameBudget(), InClip().budget_lengths(ds.segments), seed=0)
+    fresh.load_state_dict({"epoch": epoch, "batch": batch, "stream": "train"})
+    fresh.next()
+    resumes.append(time.perf_counter() - t)
+print(f"{len(ds)} {elapsed:.3f} {t_open:.3f} {rss:.0f} {t_import:.2f} {n_batches} {resumes[0]:.3f} {resumes[1]:.3f}")
 """
 
 
 def bench_open(work: Path, n: int = 100_000, frames: int = 8, dim: int = 80) -> None:
     from flowkit.data.store import SegmentRecord, StoreWriter
 
-    path = work / "big.zarr"
+    path = work / f"big-{n}.zarr"
     t = time.perf_counter()
     writer = StoreWriter.create(path, encoder_name="synthetic", encoder_params={}, frame_rate=100.0,
                                 sample_rate=16000, latent_dim=dim)
     rng = np.random.default_rng(0)
     block = rng.standard_normal((frames, dim)).astype(np.float16)
     for i in range(n):
-        writer.add(SegmentRecord(f"spk{i % 50:02d}_{i:07d}", f"spk{i % 50:02d}", "en", "", math.nan, 3, 3,
-                                 "train", f"a synthetic sentence number {i}.", block,
-                                 ((0, 1, 0, 4), (2, 11, 4, 8)), True))
+        writer.add(SegmentRecord(f"spk{i % 500:03d}_{i:07d}", f"spk{i % 500:03d}", ("en", "fr")[i % 2], "",
+                                 math.nan, 3, 3, "val" if i % 50 == 0 else "train", f"a synthetic sentence number {i}.",
+                                 block, ((0, 1, 0, 4), (2, 11, 4, 8)), True))
     writer.commit()
     print(f"synthetic store: {n} segments written in {time.perf_counter() - t:.1f} s")
     out = subprocess.run([sys.executable, "-c", _OPEN_CHILD, str(path)], capture_output=True, text=True, check=True)
-    count, elapsed, rss, t_import = out.stdout.split()
-    print(f"open + validate + length index of {count} segments: {float(elapsed):.2f} s (target < 3 s), "
-          f"peak RSS {float(rss):.0f} MB (target < 1 GB; imports took {t_import} s)")
+    count, elapsed, t_open, rss, t_import, n_batches, early, late = out.stdout.split()
+    print(f"open + validate + sampler of {n} segments ({count} train, {n_batches} batches in epoch 0): "
+          f"{float(elapsed):.2f} s (open + validate {float(t_open):.2f} s; target < 2 s), peak RSS {float(rss):.0f} MB "
+          f"(target < 1 GB; imports took {t_import} s)")
+    print(f"  sampler resume: position (0, 1) {float(early) * 1e3:.0f} ms, position (7, {int(n_batches) - 1}) "
+          f"{float(late) * 1e3:.0f} ms (one epoch plan either way)")
+    shutil.rmtree(path, ignore_errors=True)
+
+
+_SHARD_CHILD = """
+import json, sys
+from pathlib import Path
+from flowkit.data.prepare import prepare_store
+s = prepare_store([Path(sys.argv[1])], Path(sys.argv[2]), workers=1, progress=False, shard=(int(sys.argv[3]), int(sys.argv[4])))
+print(json.dumps({"decoded": s.decoded_seconds, "wall": s.wall_seconds, "accepted": s.accepted}))
+"""
+
+
+def bench_shards(corpus: Path, work: Path, counts: tuple[int, ...] = (1, 2, 4)) -> None:
+    """Each shard count run as that many concurrent processes (one worker each), as N machines would."""
+    import json
+
+    print("sharded prepare (N processes at once, 1 worker each, on this machine's cores):")
+    for n in counts:
+        out = work / f"shards-{n}"
+        t = time.perf_counter()
+        procs = [subprocess.Popen([sys.executable, "-c", _SHARD_CHILD, str(corpus), str(out), str(i), str(n)],
+                                  stdout=subprocess.PIPE, text=True) for i in range(n)]
+        results = [json.loads(p.communicate()[0].strip().splitlines()[-1]) for p in procs]
+        wall = time.perf_counter() - t
+        audio = sum(r["decoded"] for r in results)
+        each = ", ".join(f"{r['decoded'] / r['wall']:.0f}x" for r in results)
+        print(f"  {n} shard(s): {sum(r['accepted'] for r in results)} segments, {audio / 60:.1f} min of audio in "
+              f"{wall:.1f} s = {audio / wall:.0f}x real time overall (each shard: {each})")
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def main() -> None:
@@ -177,15 +223,24 @@ def main() -> None:
     parser.add_argument("--corpus", type=Path, default=REPO.parent / "shared" / "data" / "asterisk-5voice")
     parser.add_argument("--repeats", type=int, default=300)
     parser.add_argument("--workdir", type=Path, default=None)
+    parser.add_argument("--sizes", default="100000,1000000", help="segment counts of the open benchmark")
+    parser.add_argument("--skip", default="", help="comma list of parts to skip: prepare,batches,open,shards")
     args = parser.parse_args()
+    skip = set(filter(None, args.skip.split(",")))
     if not (args.corpus / "metadata.csv").is_file():
         sys.exit(f"corpus not found at {args.corpus}; pass --corpus DIR")
     work = Path(args.workdir or tempfile.mkdtemp(prefix="flowkit-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     try:
-        store = bench_prepare(args.corpus, work)
-        bench_batches(store, work, args.repeats)
-        bench_open(work)
+        if not {"prepare", "batches"} <= skip:
+            store = bench_prepare(args.corpus, work)
+            if "batches" not in skip:
+                bench_batches(store, work, args.repeats)
+        if "open" not in skip:
+            for n in (int(x) for x in args.sizes.split(",")):
+                bench_open(work, n)
+        if "shards" not in skip:
+            bench_shards(args.corpus, work)
     finally:
         if args.workdir is None:
             shutil.rmtree(work, ignore_errors=True)

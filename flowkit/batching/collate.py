@@ -26,6 +26,7 @@ import torch
 
 from flowkit.batching.pairing import ItemPlan
 from flowkit.data.labels import emotion_id
+from flowkit.data.text import encode_text
 from flowkit.errors import ConfigError, DataError
 from flowkit.model.conditions import Conditions
 from flowkit.model.packing import PackLayout
@@ -231,7 +232,7 @@ def collate(
     b = len(items)
     n = max(it.latents.shape[0] for it in items)
     d = items[0].latents.shape[1]
-    ids = [vocab.encode(it.text) for it in items]
+    ids = [encode_text(vocab, it.text, segments[p.target_index].language) for it, p in zip(items, plans, strict=True)]
     nt = max(1, max(len(t) for t in ids))
 
     x1 = np.zeros((b, n, d), np.float32)

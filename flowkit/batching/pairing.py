@@ -191,7 +191,7 @@ class InClip:
 
     def budget_lengths(self, segments: Sequence[_Segment]) -> np.ndarray:
         """Frames each item occupies in a batch, int64 ``[N]``: its own length."""
-        return np.asarray([s.n_frames for s in segments], dtype=np.int64)
+        return segment_frames(segments)
 
     def plan(
         self, batch_indices: Sequence[int], segments: Sequence[_Segment], rng: np.random.Generator
@@ -211,7 +211,35 @@ class _Groups:
     """Dataset indices grouped by ``(corpus, speaker)``; built once per segment list."""
 
     segments: Sequence[_Segment]
-    members: dict[tuple[int, str], list[int]]
+    key_of: np.ndarray  # int64 [N]: the group of each segment, -1 without a speaker
+    members: dict[int, list[int]]
+
+
+def segment_frames(segments: Sequence[_Segment]) -> np.ndarray:
+    """int64 ``[N]`` frames of each segment (a dataset's column when it has one)."""
+    column = getattr(segments, "n_frames", None)
+    if isinstance(column, np.ndarray):
+        return column.astype(np.int64, copy=False)
+    return np.asarray([s.n_frames for s in segments], dtype=np.int64)
+
+
+def speaker_groups(segments: Sequence[_Segment]) -> tuple[np.ndarray, dict[int, list[int]]]:
+    """Each segment's ``(corpus, speaker)`` group key (int64 ``[N]``, -1 without a speaker)
+    and the members of every group; array work when ``segments`` has ``speaker_keys``."""
+    if hasattr(segments, "speaker_keys"):
+        keys = np.asarray(segments.speaker_keys(), dtype=np.int64)
+    else:
+        ids: dict[tuple[int, str], int] = {}
+        keys = np.asarray([ids.setdefault((int(s.corpus), s.speaker), len(ids)) if s.speaker else -1 for s in segments],
+                          dtype=np.int64)
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    cuts = np.nonzero(np.diff(sorted_keys))[0] + 1
+    members: dict[int, list[int]] = {}
+    for part in np.split(order, cuts):  # stable sort: each group's indices ascending
+        if part.size and keys[part[0]] >= 0:
+            members[int(keys[part[0]])] = part.tolist()
+    return keys, members
 
 
 @register("pairing", "cross_segment")
@@ -264,11 +292,8 @@ class CrossSegment:
         # Identity, not equality: holding the list keeps its id from being reused.
         if cached is not None and cached.segments is segments:
             return cached
-        members: dict[tuple[int, str], list[int]] = {}
-        for i, s in enumerate(segments):
-            if s.speaker:
-                members.setdefault((int(s.corpus), s.speaker), []).append(i)
-        groups = _Groups(segments, members)
+        keys, members = speaker_groups(segments)
+        groups = _Groups(segments, keys, members)
         self._cache["groups"] = groups
         return groups
 
@@ -285,7 +310,7 @@ class CrossSegment:
     def budget_lengths(self, segments: Sequence[_Segment]) -> np.ndarray:
         """Frames each item occupies, int64 ``[N]``: its length plus ``max_prompt_frames``
         for items that can be paired (nothing extra with ``cross_p == 0``)."""
-        lengths = np.asarray([s.n_frames for s in segments], dtype=np.int64)
+        lengths = segment_frames(segments)
         return lengths + self.eligible(segments).astype(np.int64) * self.max_prompt_frames
 
     def plan(
@@ -312,7 +337,7 @@ class CrossSegment:
         seg = segments[i]
         if not seg.speaker:
             return attrs.evolve(base, fallback="no_speaker")
-        others = [j for j in groups.members[(int(seg.store), seg.speaker)] if j != i]
+        others = [j for j in groups.members[int(groups.key_of[i])] if j != i]
         if not others:
             return attrs.evolve(base, fallback="no_other_segment")
         j = others[min(len(others) - 1, int(u[0] * len(others)))]

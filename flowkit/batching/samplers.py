@@ -227,20 +227,23 @@ class FrameBudget:
         )
 
     def _fill(self, pool: np.ndarray, lengths: np.ndarray, costs: np.ndarray) -> list[list[int]]:
-        """Greedy fill of one pool sorted by length (stable: ties keep the shuffled order)."""
+        """Greedy fill of one pool sorted by length (stable: ties keep the shuffled order).
+
+        A batch takes items while its running cost stays within ``frame_budget`` and it
+        has fewer than ``max_items`` (its first item always). Done a batch at a time: the
+        running cost of a batch is ``np.cumsum`` of its candidates' costs, the same
+        left-to-right float additions as an item-by-item loop, so the batches are exactly
+        those of that loop, at a cost per batch instead of per item (1M items: ~15k batches).
+        """
         pool = pool[np.argsort(lengths[pool], kind="stable")]
+        pool_costs = costs[pool]
         out: list[list[int]] = []
-        current: list[int] = []
-        total = 0.0
-        for i in pool.tolist():
-            c = float(costs[i])
-            if current and (len(current) >= self.max_items or total + c > self.frame_budget):
-                out.append(current)
-                current, total = [], 0.0
-            current.append(i)
-            total += c
-        if current:
-            out.append(current)
+        start, n = 0, pool.shape[0]
+        while start < n:
+            running = np.cumsum(pool_costs[start : start + self.max_items])
+            take = max(1, int(np.searchsorted(running, self.frame_budget, side="right")))
+            out.append(pool[start : start + take].tolist())
+            start += take
         return out
 
 

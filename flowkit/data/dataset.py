@@ -17,12 +17,13 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import attrs
 import numpy as np
 
+from flowkit.data.columns import StringColumn, ids_in
 from flowkit.data.shards import expand_stores
 from flowkit.data.store import StoreReader
 from flowkit.errors import DataError
@@ -112,21 +113,103 @@ def unit_problems(units: np.ndarray, text_len: int, n_frames: int) -> str | None
     return None
 
 
+class SegmentTable(Sequence[SegmentInfo]):
+    """The accepted segments as columns: ``store`` int32 ``[N]``, ``row`` int64 ``[N]``,
+    ``n_frames`` int64 ``[N]``, ``corpus`` int32 ``[N]``, and per store its `StoreReader`
+    columns. ``table[i]`` builds segment ``i``'s `SegmentInfo` when asked, so a dataset of
+    a million segments costs its arrays (tens of bytes a segment), not a million objects.
+    """
+
+    def __init__(self, readers: list[StoreReader], store: np.ndarray, row: np.ndarray, corpus_of: Sequence[int]) -> None:
+        self._readers = readers
+        self.store = store.astype(np.int32, copy=False)
+        self.row = row.astype(np.int64, copy=False)
+        self.corpus = np.asarray(corpus_of, dtype=np.int32)[self.store] if len(store) else np.zeros(0, np.int32)
+        self._corpus_of = list(corpus_of)
+        lengths = [r.lengths for r in readers]
+        self.n_frames = np.concatenate([lengths[s][self.row[self.store == s]] for s in range(len(readers))]) \
+            if len(store) and np.all(np.diff(self.store) >= 0) else \
+            np.asarray([readers[s].lengths[r] for s, r in zip(self.store.tolist(), self.row.tolist(), strict=True)],
+                       dtype=np.int64)
+        self._keys: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return int(self.store.shape[0])
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        i = int(index)
+        if i < 0:
+            i += len(self)
+        s, r = int(self.store[i]), int(self.row[i])
+        reader = self._readers[s]
+        text = reader.strings
+        num = reader.numeric
+        return SegmentInfo(
+            store=s, row=r, segment_id=text["segment_id"][r], speaker=text["speaker"][r],
+            language=text["language"][r], emotion=text["emotion"][r], intensity=float(num["intensity"][r]),
+            rate=int(num["rate"][r]), loudness=int(num["loudness"][r]), split=text["split"][r],
+            text=text["text"][r], n_frames=int(self.n_frames[i]), units=reader.segment_units(r),
+            units_estimated=bool(num["units_estimated"][r]), corpus=self._corpus_of[s],
+        )
+
+    def _per_store(self, field: str) -> Iterator[tuple[np.ndarray, StringColumn]]:
+        for s, reader in enumerate(self._readers):
+            yield np.nonzero(self.store == s)[0], reader.strings[field]
+
+    def texts(self) -> Iterator[str]:
+        """Each segment's text, in order (decoded one at a time)."""
+        return self.field("text")
+
+    def field(self, name: str) -> Iterator[str]:
+        """Each segment's value of a string field (``language``, ``speaker``, ...), in order."""
+        for s, r in zip(self.store.tolist(), self.row.tolist(), strict=True):
+            yield self._readers[s].strings[name][r]
+
+    def values(self, field: str) -> set[str]:
+        """The distinct values of a string field (speaker, language, ...) over the segments."""
+        out: set[str] = set()
+        for s, reader in enumerate(self._readers):
+            rows = self.row[self.store == s]
+            if rows.size:
+                names, codes = reader.categorical(field)
+                out.update(names[c] for c in np.unique(codes[rows]).tolist())
+        return out
+
+    def speaker_keys(self) -> np.ndarray:
+        """int64 ``[N]``: equal for segments of the same (corpus, speaker), -1 without a speaker."""
+        if self._keys is None:
+            ids: dict[tuple[int, str], int] = {}
+            keys = np.full(len(self), -1, dtype=np.int64)
+            for s, reader in enumerate(self._readers):
+                where = np.nonzero(self.store == s)[0]
+                if not where.size:
+                    continue
+                names, codes = reader.categorical("speaker")
+                table = np.asarray([-1 if not n else ids.setdefault((self._corpus_of[s], n), len(ids)) for n in names],
+                                   dtype=np.int64)
+                keys[where] = table[codes[self.row[where]]]
+            self._keys = keys
+        return self._keys
+
+
 class LatentDataset:
     """The accepted segments of one split over one or more stores.
 
-    ``segments`` (list of `SegmentInfo`), ``lengths`` (int64 ``[N]`` frames), ``report``,
-    ``latent_dim``, ``frame_rate`` (Hz), ``sample_rate`` (Hz), ``store_attrs`` (attributes
-    of the first store), ``paths``. Not fork-safe after use: each DataLoader worker
-    opens its own (pickling a dataset reopens its stores on the other side).
+    ``segments`` (a `SegmentTable`: a sequence of `SegmentInfo` kept as columns),
+    ``lengths`` (int64 ``[N]`` frames), ``report``, ``latent_dim``, ``frame_rate`` (Hz),
+    ``sample_rate`` (Hz), ``store_attrs`` (attributes of the first store), ``paths``. Not
+    fork-safe after use: each DataLoader worker opens its own (pickling a dataset reopens
+    its stores on the other side).
     """
 
-    def __init__(self, readers: list[StoreReader], split: str | None, segments: list[SegmentInfo],
+    def __init__(self, readers: list[StoreReader], split: str | None, segments: SegmentTable,
                  report: LoadReport, options: dict[str, Any]) -> None:
         self._readers = readers
         self.split = split
         self.segments = segments
-        self.lengths = np.asarray([s.n_frames for s in segments], dtype=np.int64)
+        self.lengths = segments.n_frames
         self.report = report
         self._options = options
         first = readers[0]
@@ -150,6 +233,8 @@ class LatentDataset:
         """Open ``stores`` and keep the valid segments of ``split`` (None: every split).
 
         A path that is a folder of ``prepare --shard`` stores stands for all its shards.
+        Every check is an array operation over the store's columns (a million segments
+        open in about a second: docs/data-format.md).
 
         Raises:
             DataError: no store given, a store that cannot be read (see `StoreReader.open`),
@@ -162,12 +247,16 @@ class LatentDataset:
         paths, corpus_of = expand_stores(stores)  # a folder of --shard stores is their union
         readers = [StoreReader.open(p) for p in paths]
         report = LoadReport(split, [str(r.path) for r in readers])
-        segments: list[SegmentInfo] = []
         first = readers[0]
         allowed = None if languages is None else set(languages)
+        kept_store: list[np.ndarray] = []
+        kept_row: list[np.ndarray] = []
         for index, reader in enumerate(readers):
-            rows = [i for i, s in enumerate(reader.strings["split"]) if split is None or s == split]
-            report.considered += len(rows)
+            names, codes = reader.categorical("split")
+            rows = np.arange(reader.n_segments) if split is None else \
+                np.nonzero(ids_in(codes, names, {split}))[0]
+            report.considered += int(rows.size)
+            ids = reader.strings["segment_id"]
             store_problem = None
             if reader.latent_dim != first.latent_dim:
                 store_problem = ("wrong_dim", f"latent dim {reader.latent_dim} != {first.latent_dim} of {first.path}")
@@ -178,43 +267,86 @@ class LatentDataset:
                 # one set of latent stats cannot serve both
                 store_problem = ("wrong_encoder", f"encoder {reader.attrs.get('encoder')} != {first.attrs.get('encoder')} "
                                                   f"of {first.path}")
-            ids = reader.strings["segment_id"]
             if store_problem is not None:
-                report.rejections += [Rejection(str(reader.path), ids[i], *store_problem) for i in rows]
+                report.rejections += [Rejection(str(reader.path), ids[i], *store_problem) for i in rows.tolist()]
                 continue
-            bad_units = cls._check_units(reader)
-            for row in rows:
-                reason = cls._check_segment(reader, row, min_frames, max_frames, allowed, require_units, bad_units)
-                if reason is not None:
-                    report.rejections.append(Rejection(str(reader.path), ids[row], *reason))
-                    continue
-                segments.append(SegmentInfo(
-                    store=index, row=row, segment_id=ids[row], speaker=reader.strings["speaker"][row],
-                    language=reader.strings["language"][row], emotion=reader.strings["emotion"][row],
-                    intensity=float(reader.numeric["intensity"][row]), rate=int(reader.numeric["rate"][row]),
-                    loudness=int(reader.numeric["loudness"][row]), split=reader.strings["split"][row],
-                    text=reader.strings["text"][row], n_frames=int(reader.lengths[row]),
-                    units=reader.segment_units(row), units_estimated=bool(reader.numeric["units_estimated"][row]),
-                    corpus=corpus_of[index],
-                ))
+            reasons = cls._check_store(reader, min_frames, max_frames, allowed, require_units)
+            chosen = np.zeros(reader.n_segments, dtype=bool)
+            chosen[rows] = True
+            bad = [r for r in sorted(reasons) if chosen[r]]
+            for row in bad:
+                report.rejections.append(Rejection(str(reader.path), ids[row], *reasons[row]))
+            keep = rows if not bad else np.setdiff1d(rows, np.asarray(bad, dtype=np.int64), assume_unique=True)
+            kept_store.append(np.full(keep.size, index, dtype=np.int32))
+            kept_row.append(keep.astype(np.int64))
+        store_idx = np.concatenate(kept_store) if kept_store else np.zeros(0, dtype=np.int32)
+        row_idx = np.concatenate(kept_row) if kept_row else np.zeros(0, dtype=np.int64)
+        segments = SegmentTable(readers, store_idx, row_idx, corpus_of)
         report.accepted = len(segments)
         options = {"min_frames": min_frames, "max_frames": max_frames,
                    "languages": None if languages is None else sorted(languages), "require_units": require_units}
         return cls(readers, split, segments, report, options)
 
     @staticmethod
+    def _check_store(reader: StoreReader, min_frames: int, max_frames: int | None, languages: set[str] | None,
+                     require_units: bool) -> dict[int, tuple[str, str]]:
+        """Row -> (reason, detail) for every segment of the store that fails a check.
+
+        The checks, in order (the first failing one is the reason): ``non_finite``,
+        ``too_short``, ``too_long``, ``empty_text``, ``unknown_language``, ``bad_units``,
+        ``missing_units``. Computed as boolean arrays; only failing rows are worded.
+        """
+        n = reader.n_segments
+        lengths = reader.lengths
+        max_abs = reader.numeric["max_abs"]
+        lang_names, lang_codes = reader.categorical("language")
+        bad_units = LatentDataset._check_units(reader)
+        has_units = reader.numeric["has_units"].astype(bool)
+        checks: list[tuple[str, np.ndarray]] = [
+            ("non_finite", ~np.isfinite(max_abs)),
+            ("too_short", lengths < min_frames),
+            ("too_long", lengths > max_frames if max_frames is not None else np.zeros(n, dtype=bool)),
+            ("empty_text", reader.strings["text"].blank()),
+            ("unknown_language", ~ids_in(lang_codes, lang_names, languages) if languages is not None
+             else np.zeros(n, dtype=bool)),
+            ("bad_units", np.isin(np.arange(n), np.fromiter(bad_units, dtype=np.int64, count=len(bad_units)))),
+            ("missing_units", ~has_units if require_units else np.zeros(n, dtype=bool)),
+        ]
+        out: dict[int, tuple[str, str]] = {}
+        for reason, failed in checks:
+            for row in np.nonzero(failed)[0].tolist():
+                if row in out:
+                    continue
+                if reason == "non_finite":
+                    detail = f"latents hold non-finite values (max |x| = {float(max_abs[row])})"
+                elif reason == "too_short":
+                    detail = f"{int(lengths[row])} frames < min_frames {min_frames}"
+                elif reason == "too_long":
+                    detail = f"{int(lengths[row])} frames > max_frames {max_frames}"
+                elif reason == "empty_text":
+                    detail = "the text is empty"
+                elif reason == "unknown_language":
+                    detail = f"language {reader.strings['language'][row]!r} not in {sorted(languages or ())}"
+                elif reason == "bad_units":
+                    detail = bad_units[row]
+                else:
+                    detail = "no unit timings (prepare with --textgrids or --align energy)"
+                out[row] = (reason, detail)
+        return out
+
+    @staticmethod
     def _check_units(reader: StoreReader) -> dict[int, str]:
         """Row -> problem for every segment whose stored unit timings are inconsistent.
 
-        Vectorised over all units of the store (100k segments in well under a second);
-        `unit_problems` words the reason for the few bad ones.
+        Vectorised over all units of the store; `unit_problems` words the reason for the
+        few bad ones.
         """
         n = reader.n_segments
         counts = np.diff(reader.unit_offsets)
         has = reader.numeric["has_units"].astype(bool)
         seg = np.repeat(np.arange(n), counts)
         cs, ce, fs, fe = reader.units.astype(np.int64).T
-        text_len = np.fromiter((len(t) for t in reader.strings["text"]), dtype=np.int64, count=n)
+        text_len = reader.strings["text"].char_lengths()
         bad_unit = (cs < 0) | (ce > text_len[seg]) | (cs >= ce) | (fs < 0) | (fe > reader.lengths[seg]) | (fs >= fe)
         bad = np.zeros(n, dtype=bool)
         bad[seg[bad_unit]] = True
@@ -227,27 +359,6 @@ class LatentDataset:
             block = reader.units[reader.unit_offsets[row] : reader.unit_offsets[row + 1]]
             problems[row] = unit_problems(block, int(text_len[row]), int(reader.lengths[row])) or "inconsistent units"
         return problems
-
-    @staticmethod
-    def _check_segment(reader: StoreReader, row: int, min_frames: int, max_frames: int | None,
-                       languages: set[str] | None, require_units: bool, bad_units: dict[int, str]) -> tuple[str, str] | None:
-        max_abs = float(reader.numeric["max_abs"][row])
-        if not math.isfinite(max_abs):
-            return "non_finite", f"latents hold non-finite values (max |x| = {max_abs})"
-        n = int(reader.lengths[row])
-        if n < min_frames:
-            return "too_short", f"{n} frames < min_frames {min_frames}"
-        if max_frames is not None and n > max_frames:
-            return "too_long", f"{n} frames > max_frames {max_frames}"
-        if not reader.strings["text"][row].strip():
-            return "empty_text", "the text is empty"
-        if languages is not None and reader.strings["language"][row] not in languages:
-            return "unknown_language", f"language {reader.strings['language'][row]!r} not in {sorted(languages)}"
-        if row in bad_units:
-            return "bad_units", bad_units[row]
-        if require_units and not reader.numeric["has_units"][row]:
-            return "missing_units", "no unit timings (prepare with --textgrids or --align energy)"
-        return None
 
     def __len__(self) -> int:
         return len(self.segments)
@@ -283,8 +394,9 @@ class LatentDataset:
         h = hashlib.sha256()
         head = {"stores": [r.attrs["fingerprint"] for r in self._readers], "split": self.split, **self._options}
         h.update(json.dumps(head, sort_keys=True).encode("utf-8"))
-        for s in self.segments:
-            h.update(f"\n{s.store}\t{s.segment_id}".encode())
+        ids = [r.strings["segment_id"].tolist() for r in self._readers]
+        for store, row in zip(self.segments.store.tolist(), self.segments.row.tolist(), strict=True):
+            h.update(f"\n{store}\t{ids[store][row]}".encode())
         return h.hexdigest()
 
     def verify_stores(self) -> None:

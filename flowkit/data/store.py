@@ -52,6 +52,7 @@ import attrs
 import numpy as np
 
 from flowkit.data import checksums
+from flowkit.data.columns import StringColumn, categorical
 from flowkit.errors import DataError
 
 FORMAT_NAME = "flowkit-latent-store"
@@ -448,7 +449,7 @@ class StoreReader:
     """A validated, read-only view of one store's committed segments.
 
     ``lengths`` ``[n]`` int64 frames per segment, ``offsets`` ``[n + 1]``, ``strings``
-    (name -> list[str]), ``numeric`` (name -> array ``[n]``), ``units`` ``[total_units 4]``
+    (name -> `flowkit.data.columns.StringColumn`, a sequence of str decoded on access), ``numeric`` (name -> array ``[n]``), ``units`` ``[total_units 4]``
     with ``unit_offsets`` ``[n + 1]``. `read` returns float32 latents.
     """
 
@@ -567,12 +568,14 @@ class StoreReader:
         self._latents = latents
         self.offsets = self._offsets(group, "offsets", n, latents.shape[0])
         self.lengths = np.diff(self.offsets)
-        self.strings: dict[str, list[str]] = {}
+        self.strings: dict[str, StringColumn] = {}
         for name in STRING_FIELDS:
             blob = self._array(group, name, "uint8")
             offs = self._offsets(group, f"{name}_offsets", n, blob.shape[0])
             try:
-                self.strings[name] = decode_strings(self._values(blob, name, int(offs[-1])), offs)
+                # kept as blob + offsets, decoded per value on access (flowkit.data.columns)
+                self.strings[name] = StringColumn(self._values(blob, name, int(offs[-1])), offs)
+                self.strings[name].validate_utf8()
             except UnicodeDecodeError:
                 raise _fail(self.path, f"array {name!r} is not valid UTF-8; the store is damaged") from None
         self.numeric: dict[str, np.ndarray] = {}
@@ -584,7 +587,6 @@ class StoreReader:
         units = self._array(group, "units", "int32", ndim=2)
         self.unit_offsets = self._offsets(group, "unit_offsets", n, units.shape[0])
         self.units = self._values(units, "units", int(self.unit_offsets[-1]))
-        self._units_list: list[tuple[int, ...]] | None = None
         self._fast = self._fast_path_ok(latents)
         self._sums = checksums.recorded(a)
         self._check_files()
@@ -743,13 +745,21 @@ class StoreReader:
         """Latents of segment ``row`` through zarr's API (the reference the fast path must equal)."""
         return np.asarray(self._latents[self.offsets[row] : self.offsets[row + 1]])
 
+    def categorical(self, field: str) -> tuple[list[str], np.ndarray]:
+        """A string field's distinct values and each segment's code, int32 ``[n]`` (cached;
+        see `flowkit.data.columns.categorical`)."""
+        cache = self.__dict__.setdefault("_categorical", {})
+        if field not in cache:
+            cache[field] = categorical(self.strings[field])
+        return cache[field]
+
     def segment_units(self, row: int) -> tuple[tuple[int, int, int, int], ...] | None:
         """Units ``(char_start, char_end, frame_start, frame_end)`` of segment ``row``; None without timings."""
         if not self.numeric["has_units"][row]:
             return None
-        if self._units_list is None:  # one tolist for the store, not one per segment
-            self._units_list = [tuple(u) for u in self.units.tolist()]
-        return tuple(self._units_list[self.unit_offsets[row] : self.unit_offsets[row + 1]])
+        # sliced per call: a list of every unit of a large store would cost ~100 bytes a unit
+        block = self.units[self.unit_offsets[row] : self.unit_offsets[row + 1]].tolist()
+        return tuple((a, b, c, d) for a, b, c, d in block)
 
     def close(self) -> None:
         """Close the chunk file handles (a forked child drops its parent's without closing them)."""

@@ -105,6 +105,22 @@ def build_vocab(texts: Iterable[str]) -> CharVocab:
     return CharFrontEnd().build_vocab(texts)
 
 
+def encode_text(vocab: Any, text: str, language: str = "") -> list[int]:
+    """Ids ``[nt]`` of ``text`` with any front end's vocabulary: one that reads the
+    segment's language (``needs_language``, e.g. `flowkit.data.text_phonemes.PhonemeVocab`)
+    gets it, the others only the text."""
+    if getattr(vocab, "needs_language", False):
+        return vocab.encode(text, language)
+    return vocab.encode(text)
+
+
+def build_vocab_for(front_end: Any, texts: Iterable[str], languages: Iterable[str]) -> Any:
+    """``front_end.build_vocab`` of the training texts, with their languages when it reads them."""
+    if getattr(front_end, "needs_language", False):
+        return front_end.build_vocab(texts, languages)
+    return front_end.build_vocab(texts)
+
+
 def vocab_from_state_dict(state: dict[str, Any]) -> Any:
     """The vocabulary a checkpoint saved, whichever text front end made it (by ``kind``).
 
@@ -118,4 +134,8 @@ def vocab_from_state_dict(state: dict[str, Any]) -> Any:
         from flowkit.data.text_f5 import F5Vocab
 
         return F5Vocab.from_state_dict(state)
-    raise ValueError(f"vocabulary kind {kind!r} is not known (this flowkit reads 'chars' and 'f5')")
+    if kind == "phonemes":
+        from flowkit.data.text_phonemes import PhonemeVocab
+
+        return PhonemeVocab.from_state_dict(state)
+    raise ValueError(f"vocabulary kind {kind!r} is not known (this flowkit reads 'chars', 'f5' and 'phonemes')")

@@ -68,6 +68,7 @@ def sample_blocks(
     """
     from flowkit.data.dataset import LatentDataset
     from flowkit.data.encoder_records import check_vocoder, vocoder_label
+    from flowkit.data.text import encode_text
     from flowkit.errors import CheckpointError
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.sample import Utterance
@@ -108,9 +109,9 @@ def sample_blocks(
         prompt = None if j is None else np.asarray(im.stats.normalize(latents[j]), dtype=np.float32)
         utterances.append(
             Utterance(
-                text=im.vocab.encode(seg.text),
+                text=encode_text(im.vocab, seg.text, seg.language),
                 prompt=prompt,
-                prompt_text=im.vocab.encode(segments[j].text) if j is not None else (),
+                prompt_text=encode_text(im.vocab, segments[j].text, segments[j].language) if j is not None else (),
                 target_frames=int(seg.n_frames),
                 language=im.language_id(seg.language),
             )

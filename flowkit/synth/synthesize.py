@@ -108,6 +108,7 @@ def synthesize_file(
     import soundfile as sf
 
     from flowkit.data.encoder_records import check_vocoder, vocoder_label
+    from flowkit.data.text import encode_text
     from flowkit.io import atomic_write_bytes
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.level import fit_level
@@ -144,9 +145,9 @@ def synthesize_file(
         warnings.append(f"--language {lang!r}: the model never saw it in training (languages: {seen}); "
                         "synthesising with the unknown-language condition")
     utterance = Utterance(
-        text=im.vocab.encode(text),
+        text=encode_text(im.vocab, text, lang),
         prompt=prompt_latents,
-        prompt_text=im.vocab.encode(prompt_text) if prompt is not None else (),
+        prompt_text=encode_text(im.vocab, prompt_text, lang) if prompt is not None else (),
         target_frames=frames,
         language=im.language_id(lang),
     )

@@ -306,12 +306,17 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
                 ctx: distributed.DistContext | None = None) -> RunOutcome:
     ctx = ctx or distributed.DistContext()
     from flowkit.data.stats import LatentStats, compute_latent_stats
-    from flowkit.data.text import vocab_from_state_dict
+    from flowkit.data.text import build_vocab_for, vocab_from_state_dict
     from flowkit.model.dit import DUR_FILM_PREFIX, GLOBALS_PREFIX, model_diff
     from flowkit.train.vocab_growth import INIT_RULE, grow_text_embedding
 
     model_config = settings.model
     aligned = model_config.text_path == "aligned"
+    from flowkit.data.text_phonemes import PhonemeFrontEnd
+
+    if aligned and isinstance(settings.text, PhonemeFrontEnd):
+        raise ConfigError("Trainer.text = @text.phonemes() with the aligned text path: unit timings index the raw "
+                          "text's characters, not phonemes; use text.chars there, or an unaligned model")
     loaded = origin.loaded
     train_set, val_set = _open_data(settings, aligned, _config_names(getattr(parsed, "files", ())))
     try:
@@ -323,8 +328,8 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
             compatibility.check_steps(loaded.step, settings.steps, checkpoint=str(loaded.path))
         if loaded is None:
             stats = compute_latent_stats(train_set)
-            vocab = settings.text.build_vocab(seg.text for seg in train_set.segments)
-            languages = sorted({seg.language for seg in train_set.segments if seg.language})
+            vocab = build_vocab_for(settings.text, train_set.segments.texts(), train_set.segments.field("language"))
+            languages = sorted(v for v in train_set.segments.values("language") if v)
         else:
             stats = LatentStats.from_dict(loaded.meta["latent_stats"])
             vocab = vocab_from_state_dict(loaded.meta["vocab"])
@@ -332,7 +337,8 @@ def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: to
         added_tokens: list[str] = []
         if origin.kind == "init_from":
             assert loaded is not None
-            added_tokens = vocab.missing(seg.text for seg in train_set.segments)
+            # phoneme vocabularies do not grow (unseen symbols count as unknown)
+            added_tokens = vocab.missing(train_set.segments.texts()) if hasattr(vocab, "missing") else []
             if added_tokens:
                 vocab = vocab.extended(added_tokens)
         allowed_model_diff: dict[str, Any] = {}

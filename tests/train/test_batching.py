@@ -165,3 +165,33 @@ def test_empty_epoch_is_data_error():
 
 def test_registered_as_gin_component():
     assert get("batch_sampler", "frame_budget").obj is FrameBudget
+
+
+def _fill_item_by_item(sampler, pool, lengths, costs):
+    """The greedy fill written as the plain loop over items (the reference of `_fill`)."""
+    pool = pool[np.argsort(lengths[pool], kind="stable")]
+    out, current, total = [], [], 0.0
+    for i in pool.tolist():
+        c = float(costs[i])
+        if current and (len(current) >= sampler.max_items or total + c > sampler.frame_budget):
+            out.append(current)
+            current, total = [], 0.0
+        current.append(i)
+        total += c
+    if current:
+        out.append(current)
+    return out
+
+
+def test_batch_at_a_time_fill_equals_the_item_loop():
+    from flowkit.batching.samplers import FrameBudget
+
+    rng = np.random.default_rng(0)
+    for trial in range(60):
+        sampler = FrameBudget(frame_budget=int(rng.integers(50, 3000)), max_items=int(rng.integers(1, 40)),
+                              cost=("linear", "quadratic")[trial % 2], quadratic_ref_frames=int(rng.integers(10, 400)),
+                              on_oversize="reject")
+        lengths = rng.integers(1, 300, size=int(rng.integers(1, 500))).astype(np.int64)
+        costs = sampler.item_costs(lengths)
+        pool = rng.permutation(np.flatnonzero(costs <= sampler.frame_budget))
+        assert sampler._fill(pool, lengths, costs) == _fill_item_by_item(sampler, pool, lengths, costs), trial

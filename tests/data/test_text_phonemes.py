@@ -1,0 +1,79 @@
+"""text.phonemes: IPA symbols from espeak-ng through phonemizer, chosen at training time."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("phonemizer")
+if shutil.which("espeak-ng") is None:
+    pytest.skip("espeak-ng is not installed (tools/setup.sh installs it)", allow_module_level=True)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
+
+from real_clips import real_clips  # noqa: E402
+
+from flowkit.data.text_phonemes import (  # noqa: E402
+    PhonemeFrontEnd,
+    PhonemeVocab,
+    phonemize,
+    split_symbols,
+    voice_for,
+)
+
+
+def test_symbols_keep_phonemizers_output_and_split_it():
+    from phonemizer.backend import EspeakBackend
+    from phonemizer.separator import Separator
+
+    for clip in real_clips(10):
+        voice = voice_for(clip.language, "en")
+        plain = EspeakBackend(voice, preserve_punctuation=True, with_stress=True, language_switch="remove-flags")
+        [reference] = plain.phonemize([clip.text], separator=Separator(phone="", word=" ", syllable=""), strip=True)
+        symbols = phonemize(clip.text, voice)
+        # nothing lost or added: the symbols spell phonemizer's own output
+        assert "".join(symbols).replace(" ", "") == reference.replace(" ", ""), clip.text
+        assert " " not in symbols[0] and all(s for s in symbols)
+    assert split_symbols("b ɔ̃ ʒ ˈu ʁ, | l ə- | m ˈɔ̃ d!") == ["b", "ɔ̃", "ʒ", "ˈ", "u", "ʁ", ",", " ", "l", "ə", "-",
+                                                             " ", "m", "ˈ", "ɔ̃", "d", "!"]
+
+
+def test_vocab_per_language_and_state_round_trip():
+    texts, languages = ["Bonjour le monde.", "hello world", "привет"], ["fr", "en", "ru"]
+    vocab = PhonemeFrontEnd().build_vocab(texts, languages)
+    assert vocab.voices == {"fr": "fr-fr", "en": "en-us", "ru": "ru"}
+    assert {"ʁ", "ɔ̃", "ʒ", " "} <= set(vocab.symbols)  # IPA symbols, a word boundary
+    ids = vocab.encode("Bonjour le monde.", "fr")
+    assert 1 not in ids and vocab.decode(ids).replace(" ", "") == "".join(phonemize("Bonjour le monde.", "fr-fr")).replace(" ", "")
+    again = PhonemeVocab.from_state_dict(json.loads(json.dumps(vocab.state_dict())))
+    assert again.symbols == vocab.symbols and again.encode("hello world", "en") == vocab.encode("hello world", "en")
+    assert vocab.encode("hello world", "fr") != vocab.encode("hello world", "en")  # read in its own language
+
+    from flowkit.errors import DataError
+
+    with pytest.raises(DataError, match="no espeak-ng voice for language 'xx'"):
+        PhonemeFrontEnd().build_vocab(["x"], ["xx"])
+
+
+def test_training_with_phonemes_on_the_bundled_multilingual_clips(tmp_path):
+    """A few steps on the bundled demo store (4 speakers, 5 languages); the vocabulary travels
+    with the checkpoint and synthesis reads it back."""
+    from train_helpers import DEBUG_GIN, TINY
+
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.train import run
+
+    outcome = run.train([DEBUG_GIN], [*TINY, "Trainer.text = @text.phonemes()"], data=[], out=tmp_path / "run",
+                        steps=3, device="cpu")
+    assert outcome.status == "completed" and outcome.step == 3
+    im = load_inference_model(tmp_path / "run")
+    assert isinstance(im.vocab, PhonemeVocab)
+    assert set(im.vocab.voices) == {"en", "es", "fr", "it", "ru"}
+    assert {"ʁ", "ɲ", " "} <= set(im.vocab.symbols)  # French and Italian phones among them
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in lines if r.get("kind") == "train"] == [1, 2, 3]
+    assert im.vocab.encode("ciao", "it") == im.vocab.encode("ciao", "it") and 1 not in im.vocab.encode("ciao", "it")
