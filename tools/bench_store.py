@@ -141,7 +141,7 @@ def _borrow(reader, path: Path, frames: int):
 
 
 _OPEN_CHILD = """
-import resource, sys, time
+import sys, time
 t = time.perf_counter()
 from flowkit.data.dataset import LatentDataset
 from flowkit.batching.samplers import BatchStream, FrameBudget
@@ -153,7 +153,9 @@ t_open = time.perf_counter() - t
 stream = BatchStream(FrameBudget(), InClip().budget_lengths(ds.segments), seed=0)
 n_batches = len(stream.plan(0).batches)
 elapsed = time.perf_counter() - t
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+# VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork + exec, so the child would
+# report the parent's peak (the parent held the 1M records it just wrote)
+rss = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM")) / 1024
 resumes = []
 for epoch, batch in ((0, 1), (7, n_batches - 1)):
     t = time.perf_counter()
