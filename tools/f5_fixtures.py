@@ -25,6 +25,7 @@ see ``flowkit.interop.f5_random``).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import sys
 import types
