@@ -121,8 +121,11 @@ def plugins(
     from flowkit import registry
     from flowkit.cli.plugins_view import print_markdown, print_table
 
+    from flowkit.cli.plugins_view import entry_point
+
     registry.load_plugins()
-    comps = registry.components(kind)
+    entry = entry_point(kind) if kind else None  # `flowkit plugins Trainer`: the entry point's settings
+    comps = [entry] if entry is not None else registry.components(kind)
     if markdown:
         print_markdown(comps)
     else:

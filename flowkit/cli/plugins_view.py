@@ -12,21 +12,29 @@ def _params(comp: Component) -> str:
 
 
 def print_table(comps: Sequence[Component], kind: str | None) -> None:
-    """One row per component: kind, name, distribution, summary, parameters."""
-    from rich.table import Table
+    """One entry per component: ``kind.name (distribution)``, then its summary and parameters
+    wrapped at whole words to the terminal (80 columns when piped), so no word is cut."""
+    import textwrap
 
     from flowkit.console import console
 
-    title = f"flowkit components ({kind})" if kind else "flowkit components"
-    table = Table(title=title, show_lines=False, expand=False)
-    for column in ("kind", "name", "distribution"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("summary", overflow="fold", ratio=2)
-    table.add_column("parameters", overflow="fold", ratio=1)
+    width = max(40, min(console.width, 100))
+    out = [f"flowkit components ({kind})" if kind else "flowkit components", ""]
     for c in comps:
-        table.add_row(c.kind, c.name, c.distribution or "-", c.summary, _params(c))
-    console.print(table)
-    console.print(f"{len(comps)} components; use one in gin as @<kind>.<name>(), e.g. @schedule.cosine_vpred()")
+        name = c.gin_name if c.kind else c.name
+        out.append(f"{name}  ({c.distribution or '-'})")
+        for label, text in (("", c.summary), ("parameters: ", _params(c))):
+            if text:
+                out += textwrap.wrap(label + text, width, initial_indent="    ", subsequent_indent="      ",
+                                     break_long_words=False, break_on_hyphens=False)
+    out.append("")
+    out.append(f"{len(comps)} components; use one in gin as @<kind>.<name>(), e.g. @schedule.cosine_vpred()")
+    console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
+
+
+def entry_point(name: str) -> Component | None:
+    """flowkit's gin entry point named ``name`` (``Trainer``, ``prepare``, ...), or None."""
+    return next((c for c in _entry_points() if c.name == name), None)
 
 
 def _table(params: Sequence[tuple[str, str, str]]) -> list[str]:

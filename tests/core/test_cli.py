@@ -109,3 +109,31 @@ def test_version_alone_prints_the_version():
     out = subprocess.run([sys.executable, "-m", "flowkit", "--version"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"flowkit {__version__}"
+
+
+def test_plugins_reads_at_80_columns_piped_without_broken_words():
+    import os
+
+    from flowkit import registry
+
+    env = {**os.environ, "COLUMNS": "80"}
+    out = subprocess.run([sys.executable, "-m", "flowkit", "plugins"], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert all(len(ln) <= 80 or " " not in ln.strip() for ln in lines)
+    words = set(out.stdout.split())
+    registry.load_plugins()
+    for c in registry.components():
+        for word in c.summary.split():  # every word of every summary comes out whole
+            assert word in words, (c.gin_name, word)
+
+
+def test_plugins_trainer_shows_the_trainer_settings():
+    out = subprocess.run([sys.executable, "-m", "flowkit", "plugins", "Trainer"], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "did you mean" not in out.stdout + out.stderr
+    text = " ".join(out.stdout.split())
+    for setting in ("steps=", "lr=", "save_every=", "nonfinite="):
+        assert setting in text, setting
