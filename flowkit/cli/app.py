@@ -119,9 +119,7 @@ def plugins(
 ) -> None:
     """List registered components: kind, name, source distribution, summary, parameters."""
     from flowkit import registry
-    from flowkit.cli.plugins_view import print_markdown, print_table
-
-    from flowkit.cli.plugins_view import entry_point
+    from flowkit.cli.plugins_view import entry_point, print_markdown, print_table
 
     registry.load_plugins()
     entry = entry_point(kind) if kind else None  # `flowkit plugins Trainer`: the entry point's settings
