@@ -90,26 +90,59 @@ def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Pa
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
+    for candidate in candidates:
+        if candidate.is_dir():
+            inside = sorted(p.name for p in candidate.glob("*.gin"))[:3]
+            hint = f", e.g. {candidate / inside[0]}" if inside else ""
+            raise ConfigError(f"config file {str(name)!r} is a directory ({candidate}); give a .gin file{hint}")
     near: list[str] = []
     for candidate in candidates:
         if candidate.parent.is_dir():
             names = sorted(p.name for p in candidate.parent.glob("*.gin"))
             close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.7)
             near += [str(path.parent / n) if path.parent != Path(".") else n for n in close]
-    hint = registry._did_you_mean(list(dict.fromkeys(near))[:3])
+    hint = registry.did_you_mean(list(dict.fromkeys(near))[:3])
     where = ", ".join(dict.fromkeys(str(c.parent) for c in candidates if c.parent.is_dir())) or "nowhere that exists"
     raise ConfigError(f"config file {str(name)!r} not found{hint}; looked in: {where}")
+
+
+def _read_gin(path: Path) -> str:
+    """The text of gin file ``path``.
+
+    Raises:
+        ConfigError: the file is not UTF-8 text (a binary file, another encoding), naming
+            the line of the first bad byte.
+    """
+    data = path.read_bytes()
+    bad = data.find(b"\x00")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.start
+    else:
+        if bad < 0:
+            return text
+    line = data[:bad].count(b"\n") + 1
+    raise ConfigError(
+        f"{path}:{line}: not a gin text file (byte {bad} is {data[bad:bad + 1]!r}, not UTF-8 text); "
+        "give a gin file saved as UTF-8"
+    )
 
 
 def _expand(path: Path, order: list[tuple[Path, str, str]], stack: tuple[Path, ...]) -> None:
     """Depth-first include expansion: includes before the file that includes them.
 
     Appends ``(path, text as read, text with its include lines blanked)`` to ``order``.
+    A file already in ``order`` is not read again: an overlay that includes base.gin,
+    given after an experiment that included it too, does not reset the experiment's
+    values (t5x-style layering: each file applies once, where it is first included).
     """
     if path in stack:
         chain = " -> ".join(str(p) for p in (*stack, path))
         raise ConfigError(f"include cycle: {chain}; remove one of the includes")
-    text = path.read_text(encoding="utf-8")
+    if any(done == path for done, _, _ in order):
+        return
+    text = _read_gin(path)
     kept: list[str] = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         m = _INCLUDE.match(line)
@@ -168,8 +201,14 @@ def parse(
             _parse_text(text, name)
         except FlowkitError:
             raise
-        except (ValueError, SyntaxError, tokenize.TokenError, RuntimeError, KeyError, TypeError) as exc:
+        except (ValueError, SyntaxError, tokenize.TokenError, RuntimeError, KeyError, TypeError, ImportError) as exc:
             raise ConfigError(_explain(exc, name, text)) from exc
+    _check_required()
+    if resolved and not any(_BINDS.search(text) for _, _, text in order):
+        raise ConfigError(
+            f"{resolved[0]} binds nothing: every value would be a code default and no data would be named; "
+            "start from an experiment file (include 'base.gin') or a preset such as gin/quickstart.gin"
+        )
     _check_types()
     if finalize:
         gin.finalize()
@@ -178,6 +217,46 @@ def parse(
         sources=tuple((str(path), text) for path, text, _ in order),
         bindings=tuple(bindings),
     )
+
+
+#: A gin statement that binds a value (``selector.param = ...`` or ``MACRO = ...``).
+_BINDS = re.compile(r"^\s*[\w./]+\s*=", re.MULTILINE)
+
+#: The fix for a required macro left unset, by macro name (others: bind the macro).
+REQUIRED_FIXES = {
+    "DATA": "give --data STORE (repeatable; a store made by flowkit prepare) or bind DATA = ['path/to/store.zarr']",
+}
+
+
+def _required_name(value: object, seen: tuple[str, ...] = ()) -> str | None:
+    """The macro whose value ``value`` resolves to ``%gin.REQUIRED`` (following macros), or None."""
+    selector = getattr(value, "_selector", None)
+    scopes = getattr(value, "_scopes", None) or []
+    if selector == "gin.constant" and scopes == ["gin.REQUIRED"]:
+        return seen[-1] if seen else "gin.REQUIRED"
+    if selector == "gin.macro" and scopes and scopes[-1] not in seen:
+        bound = gin.config._CONFIG.get((scopes[-1], "gin.macro"), {}).get("value")
+        return _required_name(bound, (*seen, scopes[-1]))
+    return None
+
+
+def _check_required() -> None:
+    """Refuse, at parse time, a binding whose value is still a required macro.
+
+    Raises:
+        ConfigError: naming the binding, the macro and its fix (`REQUIRED_FIXES`).
+    """
+    for (scope, selector), params in gin.config._CONFIG.items():
+        if selector == "gin.macro":
+            continue
+        for param, value in params.items():
+            macro = _required_name(value)
+            if macro is None:
+                continue
+            name = _display_name(gin.config._REGISTRY.get_match(selector)) if gin.config._REGISTRY.get_match(selector) else selector
+            full = f"{scope}/{name}" if scope else name
+            fix = REQUIRED_FIXES.get(macro, f"bind it, e.g. -b \"{macro} = ...\"")
+            raise ConfigError(f"{full}.{param} = %{macro} is required and not set ({macro} = %gin.REQUIRED); {fix}")
 
 
 def parse_bindings(bindings: Sequence[str]) -> ParsedConfig:
@@ -219,7 +298,7 @@ def _display_name(configurable: object) -> str:
     """``kind.name`` for a registered component, the bare name for other configurables."""
     module = getattr(configurable, "module", None) or ""
     name = configurable.name  # type: ignore[attr-defined]
-    return f"{module}.{name}" if module in registry.KINDS else name
+    return f"{module}.{name}" if module in registry.declared_kinds() else name
 
 
 def _known_configurables() -> list[str]:
@@ -272,17 +351,21 @@ def _explain(exc: BaseException, source: str = "", source_text: str = "") -> str
         if starts:
             where = f"{source}:{starts[-1][0]}"
             offending = starts[-1][1].strip()
+    elif isinstance(exc, ImportError):
+        head = f"gin import of {exc.name or 'a module'!r} failed ({lines[0] if lines else type(exc).__name__})"
     else:
         head = lines[0] if lines else type(exc).__name__
     fix = ""
+    if isinstance(exc, ImportError):
+        fix = "install the package that provides it, or remove the import line (flowkit plugins load without one)"
     m = re.search(r"No configurable matching (?:reference )?'@?([\w.]+)(?:\(\))?'", head)
     if m:
         name = m.group(1)
         pool = _known_configurables()
         kind = name.split(".")[0]
-        if "." in name and kind in registry.KINDS:
+        if "." in name and kind in registry.declared_kinds():
             pool = [p for p in pool if p.startswith(kind + ".")]  # a misspelled name, not kind
-        fix = _suggest(name, pool) or f"see `flowkit plugins{' ' + kind if kind in registry.KINDS else ''}` for the registered names"
+        fix = _suggest(name, pool) or f"see `flowkit plugins{' ' + kind if kind in registry.declared_kinds() else ''}` for the registered names"
         head = f"unknown component or configurable {name!r}"
     m = re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", head)
     if m:
@@ -369,7 +452,7 @@ def _check_types() -> None:
                 name = _display_name(configurable)
                 full = f"{scope}/{name}" if scope else name
                 raise ConfigError(
-                    f"{full}.{param} = {value!r}: expected {registry._type_name(hints[field.name])}, "
+                    f"{full}.{param} = {value!r}: expected {registry.type_name(hints[field.name])}, "
                     f"got {type(value).__name__}; fix the value in the gin file or -b binding"
                 )
 

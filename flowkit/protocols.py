@@ -1,5 +1,11 @@
 """The small interfaces each kind of component meets.
 
+Each kind is declared with its protocol in flowkit's pyproject (entry points
+``flowkit.kinds``; a plugin package may declare a kind of its own the same way); the
+first line of a protocol's docstring is the kind's description in ``flowkit plugins``.
+The slots of `flowkit.train.settings.Trainer` are typed with these protocols and a value
+of the wrong kind is refused when the settings are built (`flowkit.registry.check_kind`).
+
 Shape legend used across flowkit:
     b  batch items            n  latent frames            d  latent channels
     nt characters (text)      u  units (words)
@@ -11,7 +17,7 @@ Frames are latent frames at the store's frame rate (Hz); durations are in frames
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
@@ -21,7 +27,10 @@ if TYPE_CHECKING:
 
 @runtime_checkable
 class Schedule(Protocol):
-    """A probability path between noise x0 (t=0) and data x1 (t=1)."""
+    """Noise schedule: noisy sample, training target, and dx/dt from the output.
+
+    A probability path between noise x0 (t=0) and data x1 (t=1).
+    """
 
     def sample(
         self, x0: torch.Tensor, x1: torch.Tensor, t: torch.Tensor
@@ -36,7 +45,7 @@ class Schedule(Protocol):
 
 @runtime_checkable
 class TSampler(Protocol):
-    """Draws the flow time t of each training item."""
+    """Draws the flow time t in [0, 1] for each training item."""
 
     def __call__(self, n: int, generator: torch.Generator) -> torch.Tensor:
         """``t [n]`` flow times in [0, 1], float32 on the CPU, drawn from ``generator``."""
@@ -45,7 +54,7 @@ class TSampler(Protocol):
 
 @runtime_checkable
 class Solver(Protocol):
-    """An ODE solver that carries noise to data along the model's velocity field."""
+    """ODE solver from noise (t=0) to data (t=1) along the model's velocity field."""
 
     def __call__(
         self,
@@ -60,7 +69,7 @@ class Solver(Protocol):
 
 @runtime_checkable
 class BatchSampler(Protocol):
-    """Deals item indices into batches; deterministic from (seed, epoch) and resumable."""
+    """Groups segments into batches; deterministic from (seed, epoch) and resumable."""
 
     def epoch_batches(
         self, lengths: np.ndarray, seed: int, epoch: int, *, rank: int = 0, world_size: int = 1
@@ -71,7 +80,7 @@ class BatchSampler(Protocol):
 
 @runtime_checkable
 class Logger(Protocol):
-    """Receives a run's metrics records; only rank 0 logs."""
+    """Receives metrics records (console, jsonl, tensorboard, wandb, ...); only rank 0 logs."""
 
     def open(self, run_dir: Any, *, resumed: bool, total_steps: int, start_step: int) -> None:
         """Start logging into ``run_dir`` (a `pathlib.Path`); ``resumed`` runs continue at ``start_step``."""
@@ -86,7 +95,10 @@ class Logger(Protocol):
 
 @runtime_checkable
 class Encoder(Protocol):
-    """Audio -> latents. ``params()`` is recorded in the store's attributes."""
+    """Audio -> latent frames.
+
+    ``params()`` is recorded in the store's attributes.
+    """
 
     sample_rate: int
 
@@ -105,7 +117,7 @@ class Encoder(Protocol):
 
 @runtime_checkable
 class Vocoder(Protocol):
-    """Turns latents back into audio, and says which latents it can (see
+    """Latent frames -> audio, and says which latents it can invert (see
     `flowkit.data.encoder_records.check_vocoder`)."""
 
     def __call__(self, latents: np.ndarray, encoder: Mapping[str, Any]) -> tuple[np.ndarray, int]:
@@ -125,18 +137,20 @@ class Vocoder(Protocol):
 
 @runtime_checkable
 class TextFrontEnd(Protocol):
-    """Text -> token ids; its state travels with the checkpoint."""
+    """Text front end: builds the run's vocabulary (string -> token ids).
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids ``[nt]`` of ``text`` (0 is padding)."""
+    The vocabulary's state travels with the checkpoint.
+    """
+
+    def build_vocab(self, texts: Iterable[str]) -> Any:
+        """The vocabulary of ``texts`` (the training split): an object with ``encode(text) ->
+        ids [nt]`` (0 is padding), ``size`` and ``state_dict()``."""
         ...
-
-    def state_dict(self) -> dict[str, Any]: ...
 
 
 @runtime_checkable
 class Aligner(Protocol):
-    """Estimates unit (word) timings where no forced alignment exists."""
+    """Estimates unit (word) timings when no forced alignment exists."""
 
     def align(
         self, text: str, audio: np.ndarray, sample_rate: int, frame_rate: float, n_frames: int | None = None
@@ -158,7 +172,7 @@ class LRSchedule(Protocol):
 
 @runtime_checkable
 class Pairing(Protocol):
-    """Chooses prompt and target span for each item of a batch (see flowkit.batching.pairing)."""
+    """Chooses each item's prompt and target span (see flowkit.batching.pairing)."""
 
     @property
     def draws_per_item(self) -> int:
@@ -173,3 +187,45 @@ class Pairing(Protocol):
         """An `flowkit.batching.pairing.ItemPlan` per item: prompt and target span."""
         ...
 
+    def cross_pass(self) -> Pairing | None:
+        """The pairing of the cross-segment validation pass (every item asked for a prompt
+        from another segment of its speaker), or None when this pairing never pairs across
+        segments; a run logs ``cross_frac`` and runs that pass only when it is not None."""
+        ...
+
+
+@runtime_checkable
+class Loss(Protocol):
+    """A loss term with its normalising unit (frames or characters)."""
+
+    weight: float
+
+    def __call__(self, inputs: Any) -> Any:
+        """The `flowkit.losses.LossTerm` of one micro-batch (`flowkit.losses.LossInputs`),
+        or None when the term is disabled."""
+        ...
+
+
+@runtime_checkable
+class Model(Protocol):
+    """The network that predicts the flow target (its config; `build` makes the module)."""
+
+    text_path: str
+
+    def build(self, latent_dim: int, vocab_size: int, n_languages: int) -> torch.nn.Module:
+        """The network for latents of ``latent_dim`` channels, ``vocab_size`` tokens and
+        ``n_languages`` languages, with freshly initialised weights."""
+        ...
+
+    def to_dict(self) -> dict[str, Any]:
+        """The config as plain values (recorded in every checkpoint)."""
+        ...
+
+
+@runtime_checkable
+class ASR(Protocol):
+    """Speech recogniser: audio -> text, to score what a model says (WER, CER)."""
+
+    def transcribe(self, audio: np.ndarray, sample_rate: int, language: str = "en") -> str:
+        """The words heard in ``audio [samples]`` at ``sample_rate`` Hz."""
+        ...

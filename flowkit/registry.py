@@ -1,4 +1,4 @@
-"""One registry for every swappable component, and third-party plugin discovery.
+"""One registry for every swappable component, and plugin discovery.
 
 A component is registered under a *kind* (what it does: ``schedule``, ``loss``, ...) and a
 *name*; it becomes the gin configurable ``<kind>.<name>``::
@@ -11,19 +11,25 @@ A component is registered under a *kind* (what it does: ``schedule``, ``loss``, 
 
     # gin:  Trainer.t_sampler = @t_sampler.uniform()
 
-Third-party packages ship components through the ``flowkit.plugins`` entry-point group;
-each entry is named ``<kind>.<name>`` and points at the module that registers it::
+The registry knows no client module. Every distribution, flowkit itself included, declares
+what it brings in its package metadata (entry points, read without importing anything):
 
-    [project.entry-points."flowkit.plugins"]
-    "t_sampler.beta" = "flowkit_betat.samplers"
+    [project.entry-points."flowkit.kinds"]         # a kind and the protocol it meets
+    asr = "flowkit_asr.protocols:ASR"
+    [project.entry-points."flowkit.plugins"]       # a component and the module registering it
+    "asr.whisper_tiny" = "flowkit_asr.whisper"
+    [project.entry-points."flowkit.configurables"] # a gin entry point that is not a component
+    Trainer = "flowkit.train.settings:Trainer"
 
-`discover` lists them from installed metadata without importing anything; `load_plugins`
-imports flowkit's built-in component modules and then every entry point, once, before a
-config is parsed. ``FLOWKIT_NO_PLUGINS=1`` turns the third-party autoload off.
+`discover` and `declared_kinds` list them from metadata only; `load_plugins` imports
+every declared module, once, before a config is parsed (`flowkit.config.parse`) or a
+component is first looked up (`get`). ``FLOWKIT_NO_PLUGINS=1`` turns the autoload of
+third-party distributions off (flowkit's own components still load).
 
 Errors are `RegistryError`, one line each: an unknown name lists the closest registered
 names, a kind+name claimed twice names both modules and distributions, a plugin whose
-import fails names its distribution and the original error.
+import fails names its distribution and the original error. A component given where
+another kind is expected is a `ConfigError` naming the slot (`check_kind`).
 """
 
 from __future__ import annotations
@@ -43,66 +49,96 @@ from flowkit.errors import RegistryError
 
 __all__ = [
     "AUTOLOAD_ENV",
+    "CONFIGURABLE_GROUP",
     "ENTRY_POINT_GROUP",
-    "KINDS",
+    "KIND_GROUP",
     "Component",
+    "KindEntry",
     "PluginEntry",
+    "check_kind",
     "closest",
     "components",
+    "declared_kinds",
+    "did_you_mean",
     "discover",
+    "from_record",
     "get",
+    "kinds",
     "load_plugins",
     "parameters_of",
+    "record_of",
     "register",
+    "type_name",
 ]
 
 ENTRY_POINT_GROUP = "flowkit.plugins"
+KIND_GROUP = "flowkit.kinds"
+CONFIGURABLE_GROUP = "flowkit.configurables"
 AUTOLOAD_ENV = "FLOWKIT_NO_PLUGINS"
+#: The distribution whose declarations are always loaded (``FLOWKIT_NO_PLUGINS`` aside).
+OWN_DISTRIBUTION = "flowkit"
 
-#: Every kind of component, with what it does (shown by ``flowkit plugins``).
-KINDS: dict[str, str] = {
-    "schedule": "noise schedule: noisy sample, training target, and dx/dt from the output",
-    "t_sampler": "draws the flow time t in [0, 1] for each training item",
-    "loss": "a loss term with its normalising unit (frames or characters)",
-    "logger": "receives metrics records (console, jsonl, tensorboard, wandb, ...)",
-    "batch_sampler": "groups segments into batches",
-    "pairing": "chooses each item's prompt and target span",
-    "encoder": "audio -> latent frames",
-    "vocoder": "latent frames -> audio",
-    "solver": "ODE solver from noise (t=0) to data (t=1)",
-    "lr_schedule": "learning-rate multiplier per optimizer update",
-    "text": "text front end: string -> token ids",
-    "aligner": "estimates unit (word) timings when no forced alignment exists",
-    "model": "the network that predicts the flow target",
-    "asr": "speech recogniser: audio -> text, to score what a model says (WER, CER)",
-}
 
-#: flowkit's own component modules, imported by `load_plugins` before any config parse.
-BUILTIN_MODULES: tuple[str, ...] = (
-    "flowkit.flow.schedules",
-    "flowkit.flow.t_samplers",
-    "flowkit.flow.solvers",
-    "flowkit.losses",
-    "flowkit.model.dit",
-    "flowkit.data.text",
-    "flowkit.data.text_f5",
-    "flowkit.data.text_phonemes",
-    "flowkit.data.encoders",
-    "flowkit.data.aligners",
-    "flowkit.batching.samplers",
-    "flowkit.batching.pairing",
-    "flowkit.train.lr_schedules",
-    "flowkit.loggers.progress",
-    "flowkit.loggers.jsonl",
-    "flowkit.loggers.tensorboard",
-    "flowkit.loggers.wandb",
-    "flowkit.synth.vocoders",
-    "flowkit.asr.recognizers",
-    # Not components: the gin-configurable ``Trainer`` settings every run file binds, and
-    # the probe's ``Probe`` settings.
-    "flowkit.train.settings",
-    "flowkit.train.probe",
-)
+@attrs.frozen
+class KindEntry:
+    """A kind as its distribution declares it: ``target`` is ``module:Protocol``."""
+
+    name: str
+    target: str
+    distribution: str
+
+    def protocol(self) -> type:
+        """The protocol class components of this kind meet (imports its module)."""
+        module, _, attr = self.target.partition(":")
+        obj: Any = importlib.import_module(module.strip())
+        for part in attr.strip().split(".") if attr else ():
+            obj = getattr(obj, part)
+        return obj
+
+    def describe(self) -> str:
+        """The first line of the protocol's docstring (imports its module)."""
+        doc = (inspect.getdoc(self.protocol()) or "").strip()
+        return doc.split("\n", 1)[0] if doc else ""
+
+
+def _entries(group: str) -> list[tuple[str, str, str]]:
+    """``(name, value, distribution)`` of every entry point of ``group`` (metadata only)."""
+    return [(ep.name, ep.value, ep.dist.name if ep.dist is not None else "unknown")
+            for ep in metadata.entry_points(group=group)]
+
+
+@lru_cache(maxsize=1)
+def declared_kinds() -> dict[str, KindEntry]:
+    """Every kind declared by an installed distribution (group ``flowkit.kinds``), in
+    declaration order with flowkit's own first; nothing is imported.
+
+    Raises:
+        RegistryError: flowkit's own metadata declares no kind (a stale install), or two
+            distributions declare the same kind.
+    """
+    found: dict[str, KindEntry] = {}
+    entries = sorted(_entries(KIND_GROUP), key=lambda e: e[2] != OWN_DISTRIBUTION)
+    for name, value, dist in entries:
+        other = found.get(name)
+        if other is not None and other.distribution != dist:
+            raise RegistryError(
+                f"component kind {name!r} is declared by two distributions: {other.distribution} "
+                f"({other.target}) and {dist} ({value}); uninstall one of them"
+            )
+        found[name] = KindEntry(name, value, dist)
+    if not any(k.distribution == OWN_DISTRIBUTION for k in found.values()):
+        raise RegistryError(
+            f"the installed flowkit declares no component kinds (entry points {KIND_GROUP!r} of "
+            "pyproject.toml are missing from its metadata): reinstall it (make setup, or "
+            "pip install -e .)"
+        )
+    return found
+
+
+def kinds() -> dict[str, str]:
+    """``{kind: what it does}`` for every declared kind (imports the protocol modules)."""
+    return {name: entry.describe() for name, entry in declared_kinds().items()}
+
 
 T = TypeVar("T")
 
@@ -148,10 +184,11 @@ class PluginEntry:
 
 
 _REGISTRY: dict[tuple[str, str], Component] = {}
-_LOADED = False
+_LOADED: str | bool = False  # False, "own" (flowkit's components) or "all"
 
 
-def _type_name(t: Any) -> str:
+def type_name(t: Any) -> str:
+    """A type annotation as a short readable string (``float``, ``Sequence[str]``)."""
     if t is None:
         return ""
     if isinstance(t, str):
@@ -193,7 +230,7 @@ def parameters_of(obj: Any) -> list[tuple[str, str, str]]:
     """
     if attrs.has(obj):
         return [
-            (f.alias or f.name, _type_name(f.type), _default_repr(f.default))
+            (f.alias or f.name, type_name(f.type), _default_repr(f.default))
             for f in attrs.fields(obj)
             if f.init
         ]
@@ -203,7 +240,7 @@ def parameters_of(obj: Any) -> list[tuple[str, str, str]]:
         if p.name == "self" or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             continue
         default = "REQUIRED" if p.default is p.empty else repr(p.default)
-        ann = "" if p.annotation is p.empty else _type_name(p.annotation)
+        ann = "" if p.annotation is p.empty else type_name(p.annotation)
         out.append((p.name, ann, default))
     return out
 
@@ -219,12 +256,32 @@ def _distribution_of(module: str) -> str | None:
 
 
 def _check_kind(kind: str) -> None:
-    if kind not in KINDS:
-        hint = closest(kind, KINDS)
+    known = declared_kinds()
+    if kind not in known:
+        hint = closest(kind, known)
         raise RegistryError(
-            f"unknown component kind {kind!r}{_did_you_mean(hint)}; kinds are: "
-            + ", ".join(KINDS)
+            f"unknown component kind {kind!r}{did_you_mean(hint)}; kinds are: "
+            + ", ".join(known) + " (a plugin declares a new one in its 'flowkit.kinds' entry points)"
         )
+
+
+def check_kind(value: Any, kind: str, *, where: str) -> Any:
+    """``value`` if it meets the protocol of ``kind``, for a slot named ``where``.
+
+    Raises:
+        ConfigError: ``value`` lacks what the kind's protocol asks for, naming the slot,
+            the value's own kind and the fix.
+    """
+    protocol = declared_kinds()[kind].protocol()
+    if isinstance(value, protocol):
+        return value
+    from flowkit.errors import ConfigError
+
+    own = next((c.gin_name for c in _REGISTRY.values() if type(value) is c.obj), type(value).__name__)
+    raise ConfigError(
+        f"{where} = {own} is not a {kind} (it does not meet flowkit's {protocol.__name__} "
+        f"protocol); give one of: {', '.join(f'@{c.gin_name}()' for c in components(kind)) or 'none registered'}"
+    )
 
 
 def register(kind: str, name: str) -> Callable[[T], T]:
@@ -234,7 +291,7 @@ def register(kind: str, name: str) -> Callable[[T], T]:
     becomes a gin parameter (``loss.masked_mse.weight = 1.0``).
 
     Raises:
-        RegistryError: ``kind`` is not one of `KINDS`, or ``<kind>.<name>`` is already
+        RegistryError: ``kind`` is not a declared kind, or ``<kind>.<name>`` is already
             registered by another module (both modules and distributions are named).
     """
     _check_kind(kind)
@@ -265,70 +322,82 @@ def register(kind: str, name: str) -> Callable[[T], T]:
 
 
 def discover() -> list[PluginEntry]:
-    """Third-party plugins declared by installed distributions, read from metadata only.
+    """Components declared by installed distributions (flowkit's own included), read from
+    metadata only.
 
     Raises:
-        RegistryError: an entry point name that is not ``<kind>.<name>`` with a known kind,
-            or two distributions declaring the same ``<kind>.<name>``.
+        RegistryError: an entry point name that is not ``<kind>.<name>`` with a declared
+            kind, or two distributions declaring the same ``<kind>.<name>``.
     """
     found: dict[str, PluginEntry] = {}
-    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
-        dist = ep.dist.name if ep.dist is not None else "unknown"
-        kind, _, name = ep.name.partition(".")
+    for gin_name, value, dist in _entries(ENTRY_POINT_GROUP):
+        kind, _, name = gin_name.partition(".")
         if not name:
             raise RegistryError(
-                f"entry point {ep.name!r} of distribution {dist} in group {ENTRY_POINT_GROUP} "
+                f"entry point {gin_name!r} of distribution {dist} in group {ENTRY_POINT_GROUP} "
                 "must be named '<kind>.<name>', e.g. 't_sampler.beta'"
             )
         _check_kind(kind)
-        entry = PluginEntry(kind, name, ep.value, dist)
-        other = found.get(ep.name)
+        other = found.get(gin_name)
         if other is not None and other.distribution != dist:
             raise RegistryError(
-                f"{ep.name} is declared by two distributions: {other.distribution} "
-                f"({other.target}) and {dist} ({ep.value}); uninstall one of them"
+                f"{gin_name} is declared by two distributions: {other.distribution} "
+                f"({other.target}) and {dist} ({value}); uninstall one of them"
             )
-        found[ep.name] = entry
-    return sorted(found.values(), key=lambda e: (e.kind, e.name))
+        found[gin_name] = PluginEntry(kind, name, value, dist)
+    return sorted(found.values(), key=lambda e: (list(declared_kinds()).index(e.kind), e.name))
+
+
+def _import_declared(module_name: str, what: str, distribution: str) -> None:
+    try:
+        importlib.import_module(module_name)
+    except RegistryError:
+        raise
+    except Exception as exc:  # a broken plugin: name it, keep the cause
+        raise RegistryError(
+            f"plugin {what} from distribution {distribution} failed to "
+            f"import {module_name}: {type(exc).__name__}: {exc} (fix or uninstall "
+            f"{distribution}, or set {AUTOLOAD_ENV}=1 to skip plugins)"
+        ) from exc
 
 
 def load_plugins(*, third_party: bool | None = None) -> None:
-    """Import flowkit's built-in components and, unless disabled, every installed plugin.
+    """Import every declared component and configurable module, once: flowkit's own, and
+    unless disabled those of every other installed distribution.
 
-    Safe to call many times; the imports happen once. ``third_party=None`` follows the
-    ``FLOWKIT_NO_PLUGINS`` environment variable (set to 1 to skip third-party plugins).
+    ``third_party=None`` follows the ``FLOWKIT_NO_PLUGINS`` environment variable (set to 1
+    to skip third-party plugins).
 
     Raises:
         RegistryError: a plugin fails to import (its distribution and the original error
-            are named), or claims a kind+name already taken.
+            are named), registers nothing under its declared name, or claims a kind+name
+            already taken.
     """
     global _LOADED
-    if _LOADED:
-        return
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
     if third_party is None:
         third_party = os.environ.get(AUTOLOAD_ENV, "").strip().lower() not in ("1", "true", "yes")
-    if third_party:
+    want = "all" if third_party else "own"
+    if _LOADED == "all" or _LOADED == want:
+        return
+    previous, _LOADED = _LOADED, want  # a declared module may look a component up while imported
+    try:
         for entry in discover():
+            if entry.distribution != OWN_DISTRIBUTION and not third_party:
+                continue
             module_name = entry.target.split(":")[0].strip()
-            try:
-                importlib.import_module(module_name)
-            except RegistryError:
-                raise
-            except Exception as exc:  # a broken plugin: name it, keep the cause
-                raise RegistryError(
-                    f"plugin {entry.gin_name} from distribution {entry.distribution} failed to "
-                    f"import {module_name}: {type(exc).__name__}: {exc} (fix or uninstall "
-                    f"{entry.distribution}, or set {AUTOLOAD_ENV}=1 to skip plugins)"
-                ) from exc
+            _import_declared(module_name, entry.gin_name, entry.distribution)
             if (entry.kind, entry.name) not in _REGISTRY:
                 raise RegistryError(
                     f"plugin {entry.gin_name} from distribution {entry.distribution}: module "
                     f"{module_name} registered no {entry.gin_name}; check its "
                     f"@flowkit.register({entry.kind!r}, {entry.name!r})"
                 )
-    _LOADED = True
+        for name, value, dist in _entries(CONFIGURABLE_GROUP):
+            if dist == OWN_DISTRIBUTION or third_party:
+                _import_declared(value.split(":")[0].strip(), name, dist)
+    except BaseException:
+        _LOADED = previous
+        raise
 
 
 def closest(word: str, candidates: Iterator[str] | list[str] | dict[str, Any], n: int = 3) -> list[str]:
@@ -336,7 +405,7 @@ def closest(word: str, candidates: Iterator[str] | list[str] | dict[str, Any], n
     return difflib.get_close_matches(word, list(candidates), n=n, cutoff=0.5)
 
 
-def _did_you_mean(hints: list[str]) -> str:
+def did_you_mean(hints: list[str]) -> str:
     return f" (did you mean {' or '.join(repr(h) for h in hints)}?)" if hints else ""
 
 
@@ -347,12 +416,13 @@ def get(kind: str, name: str) -> Component:
         RegistryError: unknown kind or name, with the closest registered names.
     """
     _check_kind(kind)
+    load_plugins()
     try:
         return _REGISTRY[(kind, name)]
     except KeyError:
         names = [n for k, n in _REGISTRY if k == kind]
         raise RegistryError(
-            f"no {kind} named {name!r}{_did_you_mean(closest(name, names))}; registered "
+            f"no {kind} named {name!r}{did_you_mean(closest(name, names))}; registered "
             f"{kind}s: {', '.join(sorted(names)) or 'none'} (see `flowkit plugins {kind}`)"
         ) from None
 
@@ -361,13 +431,13 @@ def components(kind: str | None = None) -> list[Component]:
     """Registered components, sorted by kind then name (all kinds when ``kind`` is None).
 
     Raises:
-        RegistryError: ``kind`` is not one of `KINDS`.
+        RegistryError: ``kind`` is not a declared kind.
     """
     if kind is not None:
         _check_kind(kind)
     return sorted(
         (c for (k, _), c in _REGISTRY.items() if kind is None or k == kind),
-        key=lambda c: (list(KINDS).index(c.kind), c.name),
+        key=lambda c: (list(declared_kinds()).index(c.kind), c.name),
     )
 
 
@@ -378,3 +448,27 @@ def build(kind: str, name: str, **kwargs: Any) -> Any:
         RegistryError: unknown kind or name (see `get`).
     """
     return get(kind, name).obj(**kwargs)
+
+
+def record_of(obj: Any) -> dict[str, Any]:
+    """``{"name", "params"}`` of a registered attrs component, to rebuild it where its
+    config is not parsed (a checkpoint's meta: `from_record`).
+
+    Raises:
+        RegistryError: ``obj`` is not an attrs instance of a registered component.
+    """
+    comp = next((c for c in _REGISTRY.values() if type(obj) is c.obj), None)
+    if comp is None or not attrs.has(type(obj)):
+        raise RegistryError(f"{type(obj).__name__} is not a registered attrs component; it cannot be recorded")
+    params = {(f.alias or f.name): getattr(obj, f.name) for f in attrs.fields(type(obj)) if f.init}
+    return {"name": comp.name, "params": params}
+
+
+def from_record(kind: str, record: dict[str, Any]) -> Any:
+    """The component ``<kind>.<record["name"]>`` built with exactly ``record["params"]``
+    (gin bindings in force do not reach a parameter the record gives).
+
+    Raises:
+        RegistryError: unknown kind or name (for example a plugin not installed here).
+    """
+    return get(kind, record["name"]).obj(**dict(record.get("params") or {}))

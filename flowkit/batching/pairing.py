@@ -189,6 +189,10 @@ class InClip:
     def draws_per_item(self) -> int:
         return 2
 
+    def cross_pass(self) -> None:
+        """None: in-clip pairing never takes a prompt from another segment."""
+        return None
+
     def budget_lengths(self, segments: Sequence[_Segment]) -> np.ndarray:
         """Frames each item occupies in a batch, int64 ``[N]``: its own length."""
         return segment_frames(segments)
@@ -306,6 +310,11 @@ class CrossSegment:
             if len(idx) > 1:
                 out[idx] = True
         return out
+
+    def cross_pass(self) -> CrossSegment:
+        """This pairing with ``cross_p = 1`` (every item asks for a cross-segment prompt;
+        fallbacks keep the in-clip one), for the cross-segment validation pass."""
+        return attrs.evolve(self, cross_p=1.0)
 
     def budget_lengths(self, segments: Sequence[_Segment]) -> np.ndarray:
         """Frames each item occupies, int64 ``[N]``: its length plus ``max_prompt_frames``

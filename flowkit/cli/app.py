@@ -121,13 +121,16 @@ def plugins(
     from flowkit import registry
     from flowkit.cli.plugins_view import entry_point, print_markdown, print_table
 
-    registry.load_plugins()
+    registry.load_plugins(third_party=False)  # flowkit's own; third-party ones from metadata
     entry = entry_point(kind) if kind else None  # `flowkit plugins Trainer`: the entry point's settings
     comps = [entry] if entry is not None else registry.components(kind)
     if markdown:
         print_markdown(comps)
     else:
-        print_table(comps, kind)
+        own = {(c.kind, c.name) for c in comps}
+        declared = [] if entry is not None else [
+            e for e in registry.discover() if (kind is None or e.kind == kind) and (e.kind, e.name) not in own]
+        print_table(comps, kind, declared)
 
 
 @app.command("config")
@@ -138,11 +141,14 @@ def config(
         list[str] | None, typer.Option("-b", "--binding", help="A gin binding, applied last; repeatable.")
     ] = None,
 ) -> None:
-    """Parse a config and print every binding in force, without training."""
+    """Parse a config, check its values as train does, and print every binding in force."""
     from flowkit import config as gin_config
     from flowkit.console import console
 
     parsed = gin_config.parse(files, binding or ())
+    from flowkit.train.settings import Trainer
+
+    Trainer()  # builds every component: a value train would refuse is refused here too
     console.print(f"# files: {', '.join(str(f) for f in parsed.files)}", highlight=False, markup=False)
     if parsed.bindings:
         console.print(f"# bindings: {'; '.join(parsed.bindings)}", highlight=False, markup=False)
@@ -151,9 +157,9 @@ def config(
 
 app.command("prepare")(guarded(prepare_cmd.prepare))
 app.command("data")(guarded(data_cmd.data))
-app.command("train")(guarded(train_cmd.train))
-app.command("resume")(guarded(train_cmd.resume))
-app.command("init-from")(guarded(train_cmd.init_from))
+app.command("train", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.train))
+app.command("resume", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.resume))
+app.command("init-from", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.init_from))
 app.command("report")(guarded(report_cmd.report))
 app.command("synthesize")(guarded(report_cmd.synthesize))
 app.command("import-f5")(guarded(f5_cmd.import_f5))

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flowkit.registry import KINDS, Component
+from flowkit import registry
+from flowkit.registry import Component, PluginEntry
 
 
 def _params(comp: Component) -> str:
     return ", ".join(f"{n}={d}" for n, _, d in comp.parameters())
 
 
-def print_table(comps: Sequence[Component], kind: str | None) -> None:
+def print_table(comps: Sequence[Component], kind: str | None, declared: Sequence[PluginEntry] = ()) -> None:
     """One entry per component: ``kind.name (distribution)``, then its summary and parameters
     wrapped at whole words to the terminal (80 columns when piped), so no word is cut."""
     import textwrap
@@ -27,8 +28,11 @@ def print_table(comps: Sequence[Component], kind: str | None) -> None:
             if text:
                 out += textwrap.wrap(label + text, width, initial_indent="    ", subsequent_indent="      ",
                                      break_long_words=False, break_on_hyphens=False)
+    for e in declared:  # third-party entries, listed from their metadata without importing them
+        out.append(f"{e.gin_name}  ({e.distribution})")
+        out.append("    (declared in its metadata; not imported)")
     out.append("")
-    out.append(f"{len(comps)} components; use one in gin as @<kind>.<name>(), e.g. @schedule.cosine_vpred()")
+    out.append(f"{len(comps) + len(declared)} components; use one in gin as @<kind>.<name>(), e.g. @schedule.cosine_vpred()")
     console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
 
 
@@ -53,7 +57,7 @@ def _entry_points() -> list[Component]:
     for _, configurable in gin.config._REGISTRY.items():  # gin 0.5 has no public listing
         module = configurable.module or ""
         wrapped = configurable.wrapped
-        if module in KINDS or not getattr(wrapped, "__module__", "").startswith("flowkit."):
+        if module in registry.declared_kinds() or not getattr(wrapped, "__module__", "").startswith("flowkit."):
             continue
         out.append(Component("", configurable.name, wrapped, wrapped.__module__, "flowkit"))
     return sorted(out, key=lambda c: c.name)
@@ -76,7 +80,7 @@ def markdown(comps: Sequence[Component]) -> str:
     for entry in _entry_points():
         lines += [f"### `{entry.name}`", "", entry.summary or "(no summary)", "", f"Source: `{entry.module}`", ""]
         lines += _table(entry.parameters())
-    for kind, what in KINDS.items():
+    for kind, what in registry.kinds().items():
         of_kind = [c for c in comps if c.kind == kind]
         if not of_kind:
             continue

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-_EXIT_CODES = (
+EXIT_CODES = (
     "Exit codes: 0 finished; 1 error; 2 config; 3 data; 4 resume/checkpoint refused; "
     "5 training stopped (non-finite loss, disk full, run directory busy); "
     "130 stopped by Ctrl-C/SIGTERM after saving a checkpoint (continue with flowkit resume)."
@@ -28,6 +28,7 @@ _Data = Annotated[
     list[Path] | None,
     typer.Option("--data", help="A latent store (zarr) to train on; repeatable. Default: Trainer.data, else the bundled demo store."),
 ]
+_Out = Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")]
 _Steps = Annotated[int | None, typer.Option("--steps", help="Optimizer updates in total (sets Trainer.steps).", min=1)]
 _Device = Annotated[str, typer.Option("--device", help="cpu, cuda, cuda:N or auto (CUDA when available).")]
 _Nproc = Annotated[
@@ -95,29 +96,32 @@ def train(
     config: _Configs,
     binding: _Bindings = None,
     data: _Data = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
+    out: _Out = None,
     steps: _Steps = None,
     device: _Device = "auto",
     nproc: _Nproc = None,
+    init_from: Annotated[
+        Path | None,
+        typer.Option("--init-from", help="Start from this run's (or checkpoint's) weights, EMA and latent stats: a fine-tune."),
+    ] = None,
 ) -> None:
     """Start a training run from a gin experiment.
 
-    A run directory that already holds checkpoints is refused (continue it with
-    `flowkit resume RUN_DIR`). Ctrl-C or SIGTERM finish the current step, write a
-    checkpoint and exit 130. `--nproc N` trains with N processes under torchrun
-    (docs/distributed.md).
+    Re-running the same command continues the run (a requeued cluster job): a run
+    directory holding a run of the same config goes on from its newest valid checkpoint,
+    or from step 0 when it has none; one of another config is refused, naming the first
+    differing binding. Ctrl-C or SIGTERM finish the current step, write a checkpoint and
+    exit 130. `--nproc N` trains with N processes under torchrun (docs/distributed.md).
     """
     _under_torchrun(nproc)
     from flowkit.train.run import default_run_dir
     from flowkit.train.run import train as run_train
 
     outcome = run_train(
-        config, binding or (), data=data or (), out=out or default_run_dir(config[0]), steps=steps, device=device
+        config, binding or (), data=data or (), out=out or default_run_dir(config[0]), steps=steps, device=device,
+        init_from=init_from,
     )
     _finish(outcome)
-
-
-train.__doc__ = f"{train.__doc__}\n\n    {_EXIT_CODES}"
 
 
 def resume(
@@ -131,7 +135,8 @@ def resume(
 
     The run's config.gin is re-read; only logging, evaluation, saving and a higher
     --steps may differ from the checkpoint's config. Changed data are refused. A run
-    trained by N processes resumes with N (`--nproc N`, or the same torchrun world size).
+    with no valid checkpoint yet starts again from step 0. A run trained by N processes
+    resumes with N (`--nproc N`, or the same torchrun world size).
     """
     _under_torchrun(nproc)
     from flowkit.train.run import resume as run_resume
@@ -139,31 +144,19 @@ def resume(
     _finish(run_resume(run_dir, steps=steps, bindings=binding or (), device=device))
 
 
-resume.__doc__ = f"{resume.__doc__}\n\n    {_EXIT_CODES}"
-
-
 def init_from(
     parent_checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory (RUN/checkpoints/step-N or RUN/best/step-N) or a run directory.")],
     config: _Configs,
     binding: _Bindings = None,
     data: _Data = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")] = None,
+    out: _Out = None,
     steps: _Steps = None,
     device: _Device = "auto",
 ) -> None:
-    """Start a new run from another run's weights, EMA and latent stats (a fine-tune).
+    """Start a new run from another run's weights, EMA and latent stats (a fine-tune):
+    `flowkit train CONFIG --init-from PARENT`.
 
     The optimizer, learning-rate schedule, sampler and random streams start fresh. The
     model configs must match, except dur_cond 'none' -> 'emotion'.
     """
-    from flowkit.train.run import default_run_dir
-    from flowkit.train.run import init_from as run_init_from
-
-    outcome = run_init_from(
-        parent_checkpoint, config, binding or (), data=data or (), out=out or default_run_dir(config[0]),
-        steps=steps, device=device,
-    )
-    _finish(outcome)
-
-
-init_from.__doc__ = f"{init_from.__doc__}\n\n    {_EXIT_CODES}"
+    train(config, binding, data, out, steps, device, None, parent_checkpoint)

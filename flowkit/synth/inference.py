@@ -4,10 +4,12 @@ Shape legend: n frames, d latent channels.
 
 Everything comes from the checkpoint's ``meta.json`` (model config, vocab, languages,
 latent stats, the run's config text, the encoder record a vocoder checks and reads, the
-run's ``Trainer.vocoder``); checkpoints written before the encoder record travelled in
-meta read it from the store's attributes, else fall back to the log_mel defaults and say
-so in ``encoder_from``. The solver is the run's ``Trainer.solver``; the noise schedule its
-``Trainer.schedule`` (guidance works with any schedule, see `flowkit.synth.sample`).
+run's ``Trainer.vocoder``, and under ``synthesis`` the run's schedule, solver and text
+front end, `flowkit.train.synthesis_meta`); checkpoints written before the encoder record
+travelled in meta read it from the store's attributes, else fall back to the log_mel
+defaults and say so in ``encoder_from``. No config is parsed and no `Trainer` is built,
+so a run synthesises where its training-only components (a wandb logger) are not
+installed. Guidance works with any schedule (see `flowkit.synth.sample`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import torch
 
 from flowkit.errors import CheckpointError, ConfigError
 from flowkit.train import checkpoint as ckpt
+from flowkit.train.synthesis_meta import SYNTHESIS_KEY
 
 __all__ = ["InferenceModel", "generate", "load_inference_model", "resolve_checkpoint", "store_encoder",
            "store_encoder_found"]
@@ -117,11 +120,31 @@ def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> dict[st
     return found if found is not None else dict(fallback)
 
 
-def _run_components(config_text: str) -> tuple[Any, Any]:
-    """``(schedule, solver)`` of a run's config text (``Trainer.schedule``, ``Trainer.solver``).
+def _run_components(meta: Mapping[str, Any]) -> tuple[Any, Any]:
+    """``(schedule, solver)`` of a checkpoint, from ``meta["synthesis"]``
+    (`flowkit.train.synthesis_meta`): no config is parsed and no `Trainer` is built, so
+    nothing the run used only for training (a logger, say) has to be installed here.
 
-    Replaces gin's global config: synthesis runs in its own process (CLI or report).
+    A checkpoint written before that record existed is read from its config text instead.
+
+    Raises:
+        ConfigError: a component the checkpoint names is not installed here, or (old
+            checkpoints) its config no longer parses.
     """
+    from flowkit import registry
+    from flowkit.errors import RegistryError
+
+    record = meta.get(SYNTHESIS_KEY)
+    if not record:
+        return _legacy_components(str(meta.get("config_text") or ""))
+    try:
+        return registry.from_record("schedule", record["schedule"]), registry.from_record("solver", record["solver"])
+    except RegistryError as exc:
+        raise ConfigError(f"the checkpoint needs a component not installed here: {exc}") from None
+
+
+def _legacy_components(config_text: str) -> tuple[Any, Any]:
+    """``(schedule, solver)`` from a run's config text (checkpoints without ``meta["synthesis"]``)."""
     import gin
 
     from flowkit import config as gin_config
@@ -183,7 +206,7 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
         encoder, encoder_from = store_encoder_found(stores)
         if encoder is None:
             encoder, encoder_from = dict(fallback), "defaults"
-    schedule, solver = _run_components(str(meta.get("config_text") or ""))
+    schedule, solver = _run_components(meta)
     return InferenceModel(
         model=model,
         weights="EMA" if weights == "ema" else "raw",

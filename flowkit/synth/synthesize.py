@@ -62,8 +62,7 @@ def encode_prompt(audio_path: Path, encoder_record: dict, *, max_seconds: float 
     audio = audio.mean(axis=1)
     if audio.size == 0:
         raise DataError(f"--prompt {audio_path}: the file holds no samples")
-    registry.load_plugins()
-    encoder = registry.get("encoder", encoder_record["name"]).obj(**encoder_record.get("params", {}))
+    encoder = registry.from_record("encoder", encoder_record)
     target_sr = int(encoder_record.get("params", {}).get("sample_rate", sr))
     if sr != target_sr:
         import soxr

@@ -232,7 +232,6 @@ def choose_vocoder(name: str | None = None, path: str | Path | None = None, *,
     """
     from flowkit import registry
 
-    registry.load_plugins()
     if name is None and path is not None:
         name = "vocos"
     if name is not None:

@@ -137,6 +137,10 @@ def save_checkpoint(
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
         raise
+    # Leftovers of saves killed mid-write (kill -9): one writer holds run.lock, so every
+    # hidden partial or moved-aside directory here is a dead process's.
+    for leftover in [*root.glob(".step-*.partial-*"), *root.glob(".step-*.old-*")]:
+        shutil.rmtree(leftover, ignore_errors=True)
     if keep_last is not None:
         for _, old in list_checkpoints(root)[:-keep_last]:
             shutil.rmtree(old, ignore_errors=True)

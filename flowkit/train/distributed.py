@@ -35,6 +35,7 @@ from flowkit.errors import ConfigError, FlowkitError, TrainingError
 __all__ = [
     "DistContext",
     "all_sum",
+    "any_rank",
     "broadcast_object",
     "env_rank",
     "gather_objects",
@@ -164,6 +165,14 @@ def all_sum(ctx: DistContext, values: Sequence[float]) -> list[float]:
     tensor = torch.tensor([float(v) for v in values], dtype=torch.float64)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor.tolist()
+
+
+def any_rank(ctx: DistContext, flag: bool) -> bool:
+    """True on every rank when ``flag`` is True on any rank (one all-reduce; the flag itself
+    with one process)."""
+    if not ctx.enabled:
+        return flag
+    return all_sum(ctx, [float(flag)])[0] > 0
 
 
 def all_mean_(ctx: DistContext, tensor: torch.Tensor) -> torch.Tensor:

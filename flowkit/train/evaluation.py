@@ -38,7 +38,7 @@ from flowkit.batching.pairing import PairingCounts
 from flowkit.data.labels import EMOTIONS
 from flowkit.model.durations import durations_from_log, in_unit_chars
 from flowkit.train.ema import EMA
-from flowkit.train.objective import draw_flow, loss_names, loss_terms
+from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_sums, unit_weighted
 from flowkit.train.randomness import derive_seed, eval_generators
 
 __all__ = ["Evaluator", "FixedBatch"]
@@ -104,12 +104,11 @@ class Evaluator:
     def cross_batches(self) -> list[FixedBatch] | None:
         """The batches of the cross-segment pass (built on the first call), or None when
         the run's pairing has no cross-segment prompts."""
-        pairing = self.builder.pairing
-        if not hasattr(pairing, "cross_p"):
+        cross = self.builder.pairing.cross_pass()
+        if cross is None:
             return None
         if self._cross is None:
-            # Every item is asked for a cross-segment prompt; fallbacks keep the in-clip one.
-            self._cross, self.cross_counts = self._prepare(attrs.evolve(pairing, cross_p=1.0), "cross")
+            self._cross, self.cross_counts = self._prepare(cross, "cross")
         return self._cross
 
     # ---- passes ----
@@ -117,8 +116,8 @@ class Evaluator:
     @torch.no_grad()
     def _pass(self, model: torch.nn.Module, batches: Sequence[FixedBatch], *, no_text: bool = False,
               phase: str = "predicted", tempo: dict[int, list[float]] | None = None) -> dict[str, float]:
-        sums: dict[str, float] = {}
-        counts: dict[str, float] = {}
+        totals = {unit: max(total, 1.0) for unit, total in unit_sums(f.batch.cond for f in batches).items()}
+        sums: dict[str, torch.Tensor] = {}
         weights: dict[str, float] = {}
         for fixed in batches:
             batch = fixed.batch.to(self.device)
@@ -129,13 +128,13 @@ class Evaluator:
                 model, self.settings.schedule, self.settings.losses, self.names, batch.x1, cond,
                 fixed.t, fixed.x0, autocast=self.autocast, phase=phase,
             )
-            for named in terms:
-                sums[named.name] = sums.get(named.name, 0.0) + float(named.term.value) * named.term.count
-                counts[named.name] = counts.get(named.name, 0.0) + named.term.count
-                weights[named.name] = named.weight
+            for name, share in unit_weighted(terms, totals).items():
+                share = share.double()  # summed in float64, as the reported means are
+                sums[name] = sums[name] + share if name in sums else share
+            weights.update({named.name: named.weight for named in terms})
             if tempo is not None and log_duration is not None:
                 self._add_tempo(tempo, cond, log_duration)
-        means = {name: sums[name] / max(counts[name], 1.0) for name in sums}
+        means = {name: float(value) for name, value in sums.items()}
         out = {"": sum(weights[name] * means[name] for name in means)}
         if len(means) > 1:
             out.update({f"/{name}": value for name, value in means.items()})

@@ -37,7 +37,7 @@ from flowkit.train import checkpoint, distributed
 from flowkit.train.distributed import DistContext
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
-from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_sums
+from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_sums, unit_weighted
 from flowkit.train.optimization import set_learning_rate
 from flowkit.train.randomness import RandomStreams
 from flowkit.train.settings import Trainer
@@ -46,7 +46,7 @@ from flowkit.train.workspace import Workspace
 #: errno values of a write that failed for lack of space (disk, quota, file size limit).
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
-__all__ = ["Counters", "StepStats", "StopFlag", "TrainingLoop"]
+__all__ = ["Counters", "StepStats", "StepTotals", "StopFlag", "TrainingLoop"]
 
 
 @attrs.define
@@ -86,6 +86,18 @@ class StepStats:
     flops: float = 0.0  # model FLOPs of the step (flowkit.model.flops), all micro-batches
 
 
+@attrs.frozen
+class StepTotals:
+    """What a step's micro-batches hold, summed over the ranks: ``units`` weights the loss
+    terms (``{"frames": ..., "chars": ...}``, divided by the world size, see
+    `TrainingLoop.step_totals`); the rest are logged sizes."""
+
+    units: dict[str, float]
+    items: int
+    real_frames: int
+    target_frames: int
+
+
 class StopFlag:
     """Set by SIGTERM / Ctrl-C; the loop polls it between steps."""
 
@@ -119,21 +131,16 @@ class StopFlag:
 class TrainingLoop:
     """Owns the model, optimizer, EMA, batch stream and random streams of a run.
 
-    Built by `flowkit.train.run` (which loads data, builds the model and restores a
-    checkpoint); ``meta`` is the static part of every checkpoint's ``meta.json``.
+    Built by `flowkit.train.run` from the parts of a run (`flowkit.train.run.build_parts`)
+    once their state is restored; ``meta`` is the static part of every checkpoint's
+    ``meta.json``.
     """
 
     def __init__(
         self,
         settings: Trainer,
+        parts: Any,
         *,
-        model: torch.nn.Module,
-        ema: EMA,
-        optimizer: torch.optim.Optimizer,
-        stream: BatchStream,
-        streams: RandomStreams,
-        builder: BatchBuilder,
-        evaluator: Evaluator | None,
         workspace: Workspace,
         loggers: Sequence[Any],
         device: torch.device,
@@ -143,16 +150,17 @@ class TrainingLoop:
         resumed: bool = False,
         dist: DistContext | None = None,
         ddp: torch.nn.Module | None = None,
-        probe: Any = None,
     ) -> None:
         self.settings = settings
-        self.model = model
-        self.ema = ema
-        self.optimizer = optimizer
-        self.stream = stream
-        self.streams = streams
-        self.builder = builder
-        self.evaluator = evaluator
+        # the parts of the run (`flowkit.train.run.RunParts`), already restored
+        model = self.model = parts.model
+        self.ema: EMA = parts.ema
+        self.optimizer: torch.optim.Optimizer = parts.optimizer
+        self.stream: BatchStream = parts.stream
+        self.streams: RandomStreams = parts.streams
+        self.builder: BatchBuilder = parts.builder
+        self.evaluator: Evaluator | None = parts.evaluator
+        self.probe = parts.probe  # a flowkit.train.probe.ProbeRunner on rank 0 when Trainer.probe is set
         self.workspace = workspace
         self.loggers = list(loggers)
         self.device = device
@@ -179,13 +187,13 @@ class TrainingLoop:
         # ``ddp`` runs the training forward passes and averages gradients across ranks.
         self.dist = dist or DistContext()
         self.ddp = ddp if ddp is not None else model
-        self._stop_all = False  # a stop requested on any rank, agreed at the last step
-        self.probe = probe  # a flowkit.train.probe.ProbeRunner on rank 0 when Trainer.probe is set
+        self.stopping = False  # a stop requested on any rank, agreed after the last step
 
-    @property
-    def stopping(self) -> bool:
-        """A stop was requested (on any rank: ranks must leave the loop after the same step)."""
-        return self._stop_all if self.dist.enabled else self.stop.requested
+    def should_stop(self) -> bool:
+        """Whether a stop was requested on any rank; every rank gets the same answer, so all
+        leave the loop after the same step (one all-reduce of a flag under torch.distributed)."""
+        self.stopping = distributed.any_rank(self.dist, self.stop.requested)
+        return self.stopping
 
     # ---- the loop ----
 
@@ -216,7 +224,7 @@ class TrainingLoop:
             if not self.resumed and self.probe is not None:
                 self.log({"kind": "probe_ceiling", "step": c.step, **self.probe.ceilings()})
                 self.run_probe()
-            while c.step < s.steps and not self.stopping:
+            while c.step < s.steps and not self.should_stop():
                 stats = self.train_step(self.set_lr())
                 if self.should_run(s.log_every):
                     self.log_step(stats)
@@ -280,9 +288,6 @@ class TrainingLoop:
     def train_step(self, lr: float) -> StepStats:
         """One optimizer step over ``grad_accum_steps`` micro-batches.
 
-        Each loss term is weighted across micro-batches by its own unit count (see
-        `flowkit.train.objective`), so the step equals one batch of all the items.
-
         Raises:
             TrainingError: non-finite loss or gradient norm under the "stop" policy, or
                 ``max_consecutive_skips`` skipped steps in a row under "skip".
@@ -290,25 +295,29 @@ class TrainingLoop:
         s, c = self.settings, self.counters
         started = time.perf_counter()
         batches, counts = self.next_batches()
-        totals, sizes = self._step_totals(batches)
+        totals = self.step_totals(batches)
         data_s = time.perf_counter() - started
         self.ddp.train()
         self.optimizer.zero_grad(set_to_none=True)
-        last = len(batches) - 1
-
-        def on_device() -> Iterator[MicroBatch]:
-            for i, cpu_batch in enumerate(batches):
-                batch = cpu_batch.to(self.device, non_blocking=True)
-                t, x0 = draw_flow(batch.x1.shape, s.t_sampler, self.streams.flow)
-                # The context spans the yield, i.e. this micro-batch's forward and backward:
-                # DDP all-reduces the gradients once per step, in the last backward.
-                with self._no_sync() if i < last else contextlib.nullcontext():
-                    yield MicroBatch(batch.x1, batch.cond, t, x0)
-
-        loss, term_sums = accumulate(self.ddp, s.schedule, s.losses, self.names, on_device(), totals,
-                                     autocast=self.autocast)
+        loss = torch.zeros((), device=self.device)
+        terms: dict[str, torch.Tensor] = {}
+        for i, cpu_batch in enumerate(batches):
+            batch = cpu_batch.to(self.device, non_blocking=True)
+            t, x0 = draw_flow(batch.x1.shape, s.t_sampler, self.streams.flow)
+            # DDP all-reduces the gradients once per step: in the last micro-batch's backward.
+            with self.maybe_no_sync(last=i == len(batches) - 1):
+                named, _ = loss_terms(self.ddp, s.schedule, s.losses, self.names, batch.x1, batch.cond, t, x0,
+                                      autocast=self.autocast)
+                # loss = sum_terms weight * sum_i value_i * count_i / total: each term averaged
+                # over its own unit across the whole step, so k micro-batches equal one batch.
+                shares = unit_weighted(named, totals.units)
+                objective = sum((term.weight * shares[term.name] for term in named), torch.zeros((), device=self.device))
+                objective.backward()
+            loss = loss + objective.detach()
+            for name, share in shares.items():
+                terms[name] = terms[name] + share.detach() if name in terms else share.detach()
         if self.dist.enabled:
-            loss, term_sums = self._global_loss(loss, term_sums)
+            loss, terms = self._global_loss(loss, terms)
         max_norm = s.grad_clip if s.grad_clip is not None else math.inf
         grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
         # The one sync of a step: a NaN/inf must not reach the weights, the EMA or Adam's moments.
@@ -324,8 +333,8 @@ class TrainingLoop:
         self.pairing_totals.add(counts)
         self._window.add(counts)
         return StepStats(
-            step=c.step, loss=loss.detach(), terms=term_sums, grad_norm=grad_norm.detach(), lr=lr,
-            items=sizes["items"], real_frames=sizes["real_frames"], target_frames=sizes["target_frames"],
+            step=c.step, loss=loss.detach(), terms=terms, grad_norm=grad_norm.detach(), lr=lr,
+            items=totals.items, real_frames=totals.real_frames, target_frames=totals.target_frames,
             step_s=time.perf_counter() - started, data_s=data_s, skipped=skipped, flops=self._flops(batches),
         )
 
@@ -343,29 +352,28 @@ class TrainingLoop:
             )
         return total * self.dist.world_size
 
-    def _no_sync(self) -> contextlib.AbstractContextManager[Any]:
+    def maybe_no_sync(self, *, last: bool) -> contextlib.AbstractContextManager[Any]:
+        """DDP's ``no_sync`` for every micro-batch but the last (nothing for one process)."""
         no_sync = getattr(self.ddp, "no_sync", None)
-        return no_sync() if no_sync is not None else contextlib.nullcontext()
+        return no_sync() if no_sync is not None and not last else contextlib.nullcontext()
 
-    def _step_totals(self, batches: Sequence[Batch]) -> tuple[dict[str, float], dict[str, int]]:
-        """The unit totals that weight the step's micro-batches, and its item/frame counts.
+    def step_totals(self, batches: Sequence[Batch]) -> StepTotals:
+        """The unit totals that weight the step's micro-batches, and its item/frame counts,
+        counted on the CPU batches (no device sync).
 
-        Under torch.distributed the counts are summed over the ranks in one all-reduce (which
-        also carries this rank's stop flag), so that a step equals one batch of every rank's
-        items: a micro-batch's weight is ``count_i / global_total * world_size``, the factor
-        undoing DDP's average of the ranks' gradients. One process: the plain local totals.
+        Under torch.distributed the counts are summed over the ranks (one all-reduce), so a
+        step equals one batch of every rank's items: a micro-batch's weight is then
+        ``count_i / global_total * world_size``, the factor undoing DDP's average of the
+        ranks' gradients.
         """
-        units = unit_sums(b.cond for b in batches)
-        names = sorted(units)
-        sizes = [sum(b.x1.shape[0] for b in batches), sum(b.num_real_frames for b in batches),
-                 sum(b.num_target_frames for b in batches)]
-        summed = distributed.all_sum(self.dist, [*(units[n] for n in names), *sizes, float(self.stop.requested)])
-        if self.dist.enabled:
-            self._stop_all = summed[-1] > 0
+        counts = {f"unit/{unit}": total for unit, total in unit_sums(b.cond for b in batches).items()}
+        counts["items"] = sum(b.x1.shape[0] for b in batches)
+        counts["real_frames"] = sum(b.num_real_frames for b in batches)
+        counts["target_frames"] = sum(b.num_target_frames for b in batches)
+        summed = dict(zip(counts, distributed.all_sum(self.dist, list(counts.values())), strict=True))
         world = self.dist.world_size
-        totals = {name: max(summed[i], 1.0) / world for i, name in enumerate(names)}
-        k = len(names)
-        return totals, {"items": int(summed[k]), "real_frames": int(summed[k + 1]), "target_frames": int(summed[k + 2])}
+        units = {key.removeprefix("unit/"): max(value, 1.0) / world for key, value in summed.items() if key.startswith("unit/")}
+        return StepTotals(units, int(summed["items"]), int(summed["real_frames"]), int(summed["target_frames"]))
 
     def _global_loss(self, loss: torch.Tensor, terms: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The step loss and terms over all ranks (each rank's share is scaled by world_size).
@@ -425,7 +433,7 @@ class TrainingLoop:
             "updates": c.updates, "skipped": c.skipped,
         }
         record.update({f"loss/{name}": value for (name, _), value in zip(terms, values, strict=True)})
-        if self._window.items and hasattr(self.settings.pairing, "cross_p"):
+        if self._window.items and self.settings.pairing.cross_pass() is not None:
             record["cross_frac"] = self._window.cross_frac
             record["cross_fallback_frac"] = self._window.fallback_frac
         self._window = PairingCounts()

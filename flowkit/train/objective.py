@@ -19,7 +19,7 @@ on the CPU batches before the forward passes, so no device sync is needed for th
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -31,14 +31,13 @@ from flowkit.model.conditions import Conditions
 from flowkit.model.durations import in_unit_chars
 
 __all__ = [
-    "MicroBatch",
     "NamedTerm",
-    "accumulate",
     "draw_flow",
     "loss_names",
     "loss_terms",
     "unit_counts",
     "unit_sums",
+    "unit_weighted",
 ]
 
 
@@ -122,46 +121,16 @@ def loss_terms(
     return terms, log_duration
 
 
-@attrs.frozen
-class MicroBatch:
-    """One micro-batch on the model's device with its CPU flow draws."""
+def unit_weighted(terms: Sequence[NamedTerm], totals: Mapping[str, float]) -> dict[str, torch.Tensor]:
+    """Each term's share of its unit-weighted mean: ``value * count / totals[unit]``.
 
-    x1: torch.Tensor
-    cond: Conditions
-    t: torch.Tensor
-    x0: torch.Tensor
-
-
-def accumulate(
-    model: torch.nn.Module,
-    schedule: Any,
-    losses: Sequence[Any],
-    names: Sequence[str],
-    micro_batches: Sequence[MicroBatch] | Any,
-    totals: dict[str, float],
-    *,
-    autocast: bool,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Backpropagate the step objective over ``micro_batches`` (gradients accumulate).
-
-    ``micro_batches`` may be any iterable (a generator moves each batch to the device
-    just before its forward pass). ``totals`` are the step's unit totals (`unit_sums`, each at least 1).
+    Summed over the micro-batches of a step (or the batches of an evaluation pass) whose
+    units add up to ``totals`` (`unit_sums`, floored at 1 so a step without any unit of a
+    term adds nothing to it), the shares of a term are its mean over all those units:
+    the same number one batch of all the items would give. Training and evaluation both
+    combine terms through this function.
 
     Returns:
-        ``(loss, terms)``: the weighted step loss and each term's unit-weighted mean
-        (before ``loss.<name>.weight``), detached scalars on the device — no sync.
+        ``{term name: scalar tensor}`` (before ``loss.<name>.weight``), attached to the graph.
     """
-    device = next(model.parameters()).device
-    term_sums: dict[str, torch.Tensor] = {}
-    loss = torch.zeros((), device=device)
-    for micro in micro_batches:
-        terms, _ = loss_terms(model, schedule, losses, names, micro.x1, micro.cond, micro.t, micro.x0, autocast=autocast)
-        objective = torch.zeros((), device=device)
-        for named in terms:
-            share = named.term.value * (named.term.count / totals[named.term.unit])
-            objective = objective + named.weight * share
-            detached = share.detach()
-            term_sums[named.name] = term_sums[named.name] + detached if named.name in term_sums else detached
-        objective.backward()
-        loss = loss + objective.detach()
-    return loss, term_sums
+    return {t.name: t.term.value * (t.term.count / totals[t.term.unit]) for t in terms}

@@ -52,7 +52,6 @@ AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 
 
 def _asr_default() -> Any:
-    registry.load_plugins()
     return registry.build("asr", "pocketsphinx")
 
 

@@ -1,20 +1,32 @@
-"""Start, resume and fine-tune training runs: everything between the CLI and `TrainingLoop.run`.
+"""Start, continue and fine-tune training runs: everything between the CLI and `TrainingLoop.run`.
 
-- `train`: a new run from gin files into an empty (or checkpoint-free) directory.
-- `resume`: continue a run from its newest valid checkpoint, bit-identically; the run's
-  ``config.gin`` is re-read and compared with the checkpoint's config
-  (`flowkit.train.compatibility`), as are the data (fingerprint) and the step count.
-- `init_from`: a new run whose model, EMA, latent stats, vocab and languages come from
-  another run's checkpoint; optimizer, lr schedule, sampler and random streams start fresh.
+The story of a start, as torchtitan's ``main()`` tells it: parse the config, choose where
+the run comes from (its *origin*), build the parts, restore the origin's state into them,
+train::
 
-Each takes ``run.lock`` for the whole run and writes the workspace files
+    origin = plan_start(workspace, parsed, init_from)   # Fresh | Resume | InitFrom
+    parts = build_parts(settings, origin, device, ctx, _config_names(getattr(parsed, "files", ())))   # data, model, EMA, optimizer, streams
+    state = origin.restore(parts, settings, ctx)         # weights, counters, positions
+    TrainingLoop(settings, parts, ...).run()
+
+- `train` starts a run in ``--out``, or continues it when ``--out`` already holds a run
+  of the same config (a requeued cluster job re-runs the same command): from its newest
+  valid checkpoint, or from step 0 when none was written. ``init_from`` makes the new
+  run start from another run's weights, EMA and latent stats.
+- `resume` continues a run from its own ``config.gin``, bit-identically; with no valid
+  checkpoint it starts the run again from step 0 (nothing can be lost).
+
+Each holds ``run.lock`` for the whole run and writes the workspace files
 (`flowkit.train.workspace`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import platform
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +41,7 @@ from flowkit.batching.builder import BatchBuilder
 from flowkit.batching.collate import CFGDrop
 from flowkit.batching.pairing import PairingCounts
 from flowkit.batching.samplers import BatchStream
+from flowkit.console import console, err_console
 from flowkit.data.encoder_records import vocoder_record
 from flowkit.errors import CheckpointError, ConfigError, DataError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
@@ -39,9 +52,11 @@ from flowkit.train.loop import Counters, TrainingLoop
 from flowkit.train.optimization import build_optimizer
 from flowkit.train.randomness import RandomStreams, derive_seed, seed_globals
 from flowkit.train.settings import Trainer
+from flowkit.train.synthesis_meta import SYNTHESIS_KEY, synthesis_meta
 from flowkit.train.workspace import Workspace, git_commit
 
-__all__ = ["RunOutcome", "default_run_dir", "init_from", "resume", "train"]
+__all__ = ["Fresh", "InitFrom", "Resume", "RunOutcome", "RunParts", "build_parts", "default_run_dir",
+           "plan_start", "resume", "train"]
 
 
 @attrs.frozen
@@ -58,14 +73,386 @@ class RunOutcome:
         return self.status == "interrupted"
 
 
-@attrs.frozen
-class _Origin:
-    """Where the weights come from: nothing (fresh), a resumed checkpoint, or a parent."""
+def _say(line: str) -> None:
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
 
-    kind: str  # "fresh" | "resume" | "init_from"
-    loaded: checkpoint.LoadedCheckpoint | None = None
+
+def _warn(line: str) -> None:
+    err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+
+
+# ---- the parts of a run ------------------------------------------------------------------
+
+
+@attrs.define
+class RunParts:
+    """Everything a run trains with, built from its settings (`build_parts`); the state an
+    origin restores goes into ``model``, ``ema``, ``optimizer``, ``stream`` and ``streams``."""
+
+    train_set: Any
+    val_set: Any
+    fingerprint: str
+    stats: Any
+    vocab: Any
+    languages: list[str]
+    model: torch.nn.Module
+    ema: EMA
+    optimizer: torch.optim.Optimizer
+    stream: BatchStream
+    streams: RandomStreams
+    builder: BatchBuilder
+    evaluator: Evaluator | None
+    probe: Any  # a flowkit.train.probe.ProbeRunner on rank 0 when Trainer.probe is set, else None
+
+    def close(self) -> None:
+        self.train_set.close()
+        self.val_set.close()
+
+
+def _config_names(files: Any) -> str:
+    """The config files of a start as the user would type them (relative to the working directory when inside it)."""
+    names = []
+    for f in files:
+        try:
+            names.append(str(Path(f).resolve().relative_to(Path.cwd())))
+        except ValueError:
+            names.append(str(f))
+    return " ".join(names) or "the config"
+
+
+def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") -> tuple[Any, Any]:
+    from flowkit.data.dataset import LatentDataset
+
+    stores = [Path(p) for p in settings.data]
+    if not stores:
+        from flowkit.data.demo import demo_store_path
+
+        stores = [demo_store_path()]
+    train_set = LatentDataset.open(stores, "train", min_frames=settings.min_frames, require_units=aligned)
+    if len(train_set) == 0:
+        counts = train_set.report.to_dict()
+        by_reason = train_set.report.counts()
+        train_set.close()
+        if aligned and set(by_reason) == {"missing_units"}:
+            raise DataError(
+                f"{configs} uses model.dit.text_path = 'aligned', which needs unit timings; none of the "
+                f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: prepare with "
+                "--align energy or --textgrids DIR"
+            )
+        raise DataError(
+            f"no usable training segment in {', '.join(map(str, stores))} ({counts}); check the "
+            "stores' split column and data_rejections.jsonl"
+        )
+    if settings.vocoder is not None:
+        from flowkit.data.encoder_records import check_vocoder
+
+        try:
+            check_vocoder(settings.vocoder, train_set.store_attrs.get("encoder") or {},
+                          source=f"the latents of {train_set.paths[0]}")
+        except Exception:
+            train_set.close()
+            raise
+    val_set = LatentDataset.open(stores, "val", min_frames=settings.min_frames, require_units=aligned)
+    return train_set, val_set
+
+
+def _probe_runner(settings: Trainer, dataset: Any, stats: Any, vocab: Any, languages: list[str],
+                  device: torch.device, builder: Any) -> Any:
+    """The run's `ProbeRunner`: the probe's split, the run's schedule, solver and vocoder."""
+    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.train.probe import ProbeRunner
+
+    probe = settings.probe
+    vocoder = probe.vocoder or settings.vocoder or GriffinLim()
+    encoder = dict(dataset.store_attrs.get("encoder") or {})
+    return ProbeRunner(probe, dataset, stats=stats, vocab=vocab, languages=languages, schedule=settings.schedule,
+                       solver=settings.solver, vocoder=vocoder, encoder=encoder, run_seed=settings.seed, device=device,
+                       builder=builder)
+
+
+def build_parts(settings: Trainer, origin: Origin, device: torch.device, ctx: distributed.DistContext,
+                configs: str = "the config") -> RunParts:
+    """Open the data and build model, EMA, optimizer, batch stream, random streams and
+    evaluator, as a fresh run of ``settings`` has them (`Origin.restore` then loads state).
+
+    Latent stats, vocabulary and languages come from ``origin`` (a checkpoint's, or the
+    training split's); the model's initial weights from the seed, the same on every rank.
+
+    Raises:
+        DataError: no usable training segment (or a store that cannot be read).
+        ResumeError: the origin refuses the data (another fingerprint).
+    """
+    from flowkit.data.text_phonemes import PhonemeFrontEnd
+
+    model_config = settings.model
+    if model_config.text_path == "aligned" and isinstance(settings.text, PhonemeFrontEnd):
+        raise ConfigError("Trainer.text = @text.phonemes() with the aligned text path: unit timings index the raw "
+                          "text's characters, not phonemes; use text.chars there, or an unaligned model")
+    train_set, val_set = _open_data(settings, model_config.text_path == "aligned", configs)
+    try:
+        fingerprint = train_set.fingerprint()
+        origin.check(settings, train_set, fingerprint)
+        stats, vocab, languages = origin.data_state(settings, train_set)
+        seed_globals(settings.seed)  # the same initial weights on every rank
+        model = model_config.build(train_set.latent_dim, vocab.size, len(languages)).to(device)
+        if ctx.enabled:
+            # After init the global generators serve only rank-local draws: one stream per rank.
+            seed_globals(derive_seed(settings.seed, "globals", ctx.rank))
+        ema = EMA(model, decay=settings.ema_decay, warmup=settings.ema_warmup)
+        optimizer = build_optimizer(model, lr=settings.lr, betas=settings.betas, weight_decay=settings.weight_decay,
+                                    device=device)
+        lengths = settings.pairing.budget_lengths(train_set.segments)
+        stream = BatchStream(settings.batch_sampler, lengths, settings.seed, ctx.rank, ctx.world_size)
+        builder = BatchBuilder(train_set, settings.pairing, stats, vocab, languages, model_config.text_path,
+                               CFGDrop(**settings.cfg_drop), row_frames=getattr(settings.batch_sampler, "row_frames", None))
+        if device.type == "cuda" and settings.tf32:
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
+        if settings.memory_check:
+            from flowkit.train.memory import step0_check
+
+            summary = step0_check(model, builder, settings.batch_sampler, lengths, device,
+                                  autocast=device.type == "cuda", limit_gb=settings.max_memory_gb)
+            if ctx.is_main:
+                _say(f"memory: {summary}")
+        if settings.compile:
+            model.compile_blocks()
+        evaluator = None
+        if len(val_set) and settings.eval_every is not None:
+            evaluator = Evaluator(attrs.evolve(builder, dataset=val_set), settings.batch_sampler, settings,
+                                  model_config, device, autocast=device.type == "cuda")
+        probe = None
+        if settings.probe is not None and ctx.is_main:
+            probe_set = train_set if settings.probe.split == "train" else val_set
+            probe = _probe_runner(settings, probe_set, stats, vocab, languages, device,
+                                  attrs.evolve(builder, dataset=probe_set))
+        return RunParts(train_set, val_set, fingerprint, stats, vocab, languages, model, ema, optimizer, stream,
+                        RandomStreams.create(settings.seed, ctx.rank), builder, evaluator, probe)
+    except BaseException:
+        train_set.close()
+        val_set.close()
+        raise
+
+
+# ---- where a run comes from --------------------------------------------------------------
+
+
+@attrs.frozen
+class Restored:
+    """What an origin put back besides the weights: the counters, this rank's pairing
+    totals, and the init-from record that travels with every checkpoint of the run."""
+
+    counters: Counters
+    pairing_totals: PairingCounts
+    init_from: dict[str, Any] | None
+
+
+@attrs.frozen
+class Fresh:
+    """A new run: weights from the seed, statistics and vocabulary from the training split."""
+
+    resumed = False
+
+    def check(self, settings: Trainer, train_set: Any, fingerprint: str) -> None:
+        pass
+
+    def data_state(self, settings: Trainer, train_set: Any) -> tuple[Any, Any, list[str]]:
+        from flowkit.data.stats import compute_latent_stats
+        from flowkit.data.text import build_vocab_for
+
+        vocab = build_vocab_for(settings.text, train_set.segments.texts(), train_set.segments.field("language"))
+        languages = sorted(v for v in train_set.segments.values("language") if v)
+        return compute_latent_stats(train_set), vocab, languages
+
+    def restore(self, parts: RunParts, settings: Trainer, ctx: distributed.DistContext) -> Restored:
+        return Restored(Counters(horizon=settings.steps), PairingCounts(), None)
+
+
+def _checkpoint_data_state(loaded: checkpoint.LoadedCheckpoint) -> tuple[Any, Any, list[str]]:
+    from flowkit.data.stats import LatentStats
+    from flowkit.data.text import vocab_from_state_dict
+
+    meta = loaded.meta
+    return LatentStats.from_dict(meta["latent_stats"]), vocab_from_state_dict(meta["vocab"]), list(meta["languages"])
+
+
+@attrs.frozen
+class Resume:
+    """Continue a run from one of its checkpoints, bit-identically; ``skipped`` are newer
+    checkpoints found damaged, ``allowed_changes`` the allow-listed config changes."""
+
+    loaded: checkpoint.LoadedCheckpoint
     skipped: tuple[tuple[str, str], ...] = ()
     allowed_changes: dict[str, Any] = attrs.Factory(dict)
+    resumed = True
+
+    def check(self, settings: Trainer, train_set: Any, fingerprint: str) -> None:
+        compatibility.check_data(self.loaded.meta.get("data_fingerprint"), fingerprint,
+                                 run_dir=str(self.loaded.path.parent.parent))
+        train_set.verify_stores()  # the recorded fingerprint holds only if the stores are as prepare wrote them
+        compatibility.check_steps(self.loaded.step, settings.steps, checkpoint=str(self.loaded.path))
+
+    def data_state(self, settings: Trainer, train_set: Any) -> tuple[Any, Any, list[str]]:
+        return _checkpoint_data_state(self.loaded)
+
+    def restore(self, parts: RunParts, settings: Trainer, ctx: distributed.DistContext) -> Restored:
+        state, source = self.loaded.state, self.loaded.path
+        checkpoint.load_strict(parts.model, state["model"], what="model", source=source)
+        parts.ema.load_state_dict(state["ema"])
+        parts.optimizer.load_state_dict(state["optimizer"])
+        own = _rank_state(state, ctx, source)
+        parts.stream.load_state_dict(own["sampler"])
+        parts.streams.restore(own["rng"])
+        return Restored(Counters(**state["counters"]), PairingCounts.from_dict(own["pairing_totals"]),
+                        self.loaded.meta.get("init_from"))
+
+
+@attrs.frozen
+class InitFrom:
+    """A new run from a parent checkpoint's weights, EMA, latent stats and vocabulary;
+    optimizer, lr schedule, sampler and random streams start fresh. The model configs must
+    match except dur_cond "none" -> "emotion", whose new parameters keep their zero init."""
+
+    loaded: checkpoint.LoadedCheckpoint
+    resumed = False
+
+    def model_diff(self, settings: Trainer) -> dict[str, Any]:
+        from flowkit.model.dit import model_diff
+
+        diff = model_diff(self.loaded.meta["model_config"], settings.model)
+        return compatibility.check_init_from_model(diff, parent_path=str(self.loaded.path))
+
+    def check(self, settings: Trainer, train_set: Any, fingerprint: str) -> None:
+        self.model_diff(settings)
+
+    def data_state(self, settings: Trainer, train_set: Any) -> tuple[Any, Any, list[str]]:
+        """The parent's stats, languages and vocabulary, grown by the tokens of the data it lacks."""
+        stats, vocab, languages = _checkpoint_data_state(self.loaded)
+        # phoneme vocabularies do not grow (unseen symbols count as unknown)
+        added = vocab.missing(train_set.segments.texts()) if hasattr(vocab, "missing") else []
+        return stats, (vocab.extended(added) if added else vocab), languages
+
+    def restore(self, parts: RunParts, settings: Trainer, ctx: distributed.DistContext) -> Restored:
+        from flowkit.model.dit import DUR_FILM_PREFIX, GLOBALS_PREFIX
+        from flowkit.train.vocab_growth import INIT_RULE, grow_text_embedding
+
+        diff = self.model_diff(settings)
+        new_prefixes = tuple(p for field, p in (("dur_cond", DUR_FILM_PREFIX), ("conditions", GLOBALS_PREFIX))
+                             if field in diff)
+        added = frozenset(k for k in parts.model.state_dict() if new_prefixes and k.startswith(new_prefixes))
+        parent_model, parent_ema = dict(self.loaded.state["model"]), dict(self.loaded.state["ema"])
+        vocab = parts.vocab  # grown by `data_state` from the parent's by these tokens:
+        parent_vocab = _checkpoint_data_state(self.loaded)[1]
+        added_tokens = parent_vocab.missing(parts.train_set.segments.texts()) if hasattr(parent_vocab, "missing") else []
+        if added_tokens:
+            parent_model = grow_text_embedding(parent_model, vocab.size)
+            parent_ema["shadow"] = grow_text_embedding(parent_ema["shadow"], vocab.size)
+        checkpoint.load_strict(parts.model, parent_model, what="model", source=self.loaded.path, allow_missing=added)
+        parts.ema.load_state_dict(parent_ema, allow_missing=added)
+        info: dict[str, Any] = {"checkpoint": str(self.loaded.path.resolve()), "step": self.loaded.step,
+                                "model_diff": {k: list(v) for k, v in diff.items()}}
+        if added_tokens:
+            info["added_tokens"] = {"tokens": added_tokens, "rows": [vocab.size - len(added_tokens), vocab.size],
+                                    "init": INIT_RULE}
+            if ctx.is_main:
+                _say(f"init-from: the data hold {len(added_tokens)} token(s) the parent's vocabulary lacks; "
+                     f"text embedding (model and EMA) grown to {vocab.size} rows, new rows = {INIT_RULE}: "
+                     + " ".join(repr(t) for t in added_tokens))
+        return Restored(Counters(horizon=settings.steps), PairingCounts(), info)
+
+
+Origin = Fresh | Resume | InitFrom
+
+
+def _rank_state(state: dict[str, Any], ctx: distributed.DistContext, source: Path) -> dict[str, Any]:
+    """This rank's random streams, sampler position and pairing totals from a checkpoint.
+
+    Raises:
+        ResumeError: the checkpoint was written by another number of processes (their
+            batches and random streams cannot be re-dealt exactly).
+    """
+    saved = int(state.get("world_size", 1))
+    if saved != ctx.world_size:
+        raise ResumeError(
+            f"{source} was written by {saved} training process(es), this resume has {ctx.world_size}; resume "
+            f"with the same number (flowkit resume RUN --nproc {saved}, or torchrun --nproc-per-node/--nnodes "
+            "giving that world size) — another world size would deal other batches and random streams"
+        )
+    if "ranks" in state:
+        return state["ranks"][ctx.rank]
+    return {"sampler": state["sampler"], "rng": state["rng"], "pairing_totals": state["pairing_totals"]}
+
+
+def _parent_checkpoint(parent: Path) -> checkpoint.LoadedCheckpoint:
+    """``parent`` (a checkpoint, or a run directory: its newest valid checkpoint), loaded."""
+    if (parent / "checkpoints").is_dir():
+        found, _ = checkpoint.find_latest(parent / "checkpoints")
+        if found is None:
+            raise CheckpointError(f"{parent} has no valid checkpoint to start from")
+        parent = found
+    return checkpoint.load_checkpoint(parent)
+
+
+def _newest_valid(workspace: Workspace) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The checkpoint to continue from: the newest valid one in ``checkpoints/``, else the
+    one in ``best/`` (with a warning: the steps after it are trained again)."""
+    path, skipped = checkpoint.find_latest(workspace.checkpoints)
+    if path is None:
+        best, best_skipped = checkpoint.find_latest(workspace.best)
+        if best is not None and skipped:
+            _warn(f"every checkpoint in {workspace.checkpoints} is damaged; continuing from {best}")
+        path, skipped = best, skipped + best_skipped
+    for bad, reason in skipped:
+        # Loud, because the steps since ``path`` will be trained again.
+        if path is not None:
+            _warn(f"skipping checkpoint {bad}: {reason}; resuming from {path.name}")
+    return path, skipped
+
+
+def plan_start(workspace: Workspace, parsed: Any, init_from: Path | None = None, *, command: str = "train") -> Origin:
+    """Where the run in ``workspace`` starts from, for the config just parsed.
+
+    A directory with no run in it starts fresh (or from ``init_from``). A directory that
+    holds a run continues it when its ``config.gin`` equals ``parsed`` (modulo the resume
+    allow-list): from its newest valid checkpoint, or from step 0 when it has none — so
+    a job re-run after a kill -9 continues. One line says which.
+
+    Raises:
+        ResumeError: the directory holds checkpoints but no config.gin, or a run of
+            another config (naming the first differing binding).
+    """
+    root = workspace.root
+    saved_config = workspace.config.read_text(encoding="utf-8") if workspace.config.is_file() else None
+    has_checkpoints = bool(checkpoint.list_checkpoints(workspace.checkpoints) or checkpoint.list_checkpoints(workspace.best))
+    if saved_config is None:
+        if has_checkpoints:
+            raise ResumeError(f"{root} holds checkpoints but no config.gin; choose another --out")
+        return InitFrom(_parent_checkpoint(Path(init_from))) if init_from is not None else Fresh()
+    allowed = compatibility.check_resume_config(saved_config, parsed.text, run_dir=str(root))
+    path, skipped = _newest_valid(workspace)
+    if path is not None:
+        loaded = checkpoint.load_checkpoint(path)
+        # the checkpoint's own config is the reference (config.gin may carry allowed changes)
+        allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(root))
+        _say(f"{command}: continuing {root} from {path.parent.name}/{path.name} (step {loaded.step})")
+        return Resume(loaded, tuple((str(p), r) for p, r in skipped), allowed)
+    parent = init_from if init_from is not None else _first_init_from(workspace)
+    reasons = "; ".join(f"{p.name}: {r}" for p, r in skipped) or "none was written"
+    _say(f"{command}: {root} has no valid checkpoint ({reasons}); starting it from step 0")
+    return InitFrom(_parent_checkpoint(Path(parent))) if parent is not None else Fresh()
+
+
+def _first_init_from(workspace: Workspace) -> str | None:
+    """The parent checkpoint a run directory's first start was initialised from, if any."""
+    try:
+        info = json.loads((workspace.root / "run_info.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    record = info.get("init_from") if isinstance(info, dict) else None
+    return record.get("checkpoint") if isinstance(record, dict) else None
+
+
+# ---- the commands --------------------------------------------------------------------------
 
 
 def default_run_dir(config: Path) -> Path:
@@ -104,15 +491,6 @@ def _extra_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
     return out
 
 
-def _refuse_existing(workspace: Workspace) -> None:
-    existing = checkpoint.list_checkpoints(workspace.checkpoints)
-    if existing:
-        raise ResumeError(
-            f"{workspace.root} already holds checkpoints (newest step {existing[-1][0]}); continue "
-            f"it with `flowkit resume {workspace.root}`, or choose another --out"
-        )
-
-
 @distributed.name_rank_in_errors
 def train(
     config_files: Sequence[str | Path],
@@ -122,25 +500,33 @@ def train(
     out: Path,
     steps: int | None = None,
     device: str = "auto",
+    init_from: Path | None = None,
 ) -> RunOutcome:
-    """Start a new run in ``out`` from gin ``config_files`` and ``bindings``.
+    """Start the run of gin ``config_files`` and ``bindings`` in ``out``, or continue the
+    one already there with the same config (see `plan_start`).
+
+    ``init_from`` (a checkpoint or run directory) starts the new run from that run's
+    weights, EMA and latent stats.
 
     Raises:
-        ResumeError: ``out`` already holds checkpoints.
+        ResumeError: ``out`` holds a run of another config, or the model differs from
+            the ``init_from`` parent's beyond dur_cond "none" -> "emotion".
         ConfigError, DataError, CheckpointError, TrainingError: see `flowkit.errors`.
     """
     workspace = Workspace(Path(out))
-    _refuse_existing(workspace)
+    if init_from is not None and not Path(init_from).exists():
+        raise CheckpointError(f"{init_from} is not a checkpoint directory (it does not exist); give RUN or RUN/checkpoints/step-N")
     parsed = gin_config.parse(config_files, [*bindings, *_extra_bindings(data, steps)])
-    return _launch(workspace, parsed, _device(device), _Origin("fresh"))
+    return _launch(workspace, parsed, _device(device), plan_start(workspace, parsed, init_from))
 
 
 @distributed.name_rank_in_errors
 def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] = (), device: str = "auto") -> RunOutcome:
-    """Continue ``run_dir`` from its newest valid checkpoint.
+    """Continue ``run_dir`` from its newest valid checkpoint with its own ``config.gin``
+    (from step 0 when it has none).
 
     Raises:
-        ResumeError: no valid checkpoint, a config change outside the allow-list, changed
+        ResumeError: not a run directory, a config change outside the allow-list, changed
             data, or a checkpoint past the configured steps.
     """
     workspace = Workspace(Path(run_dir))
@@ -148,113 +534,11 @@ def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] =
         raise ResumeError(f"{run_dir} does not exist; give a run directory written by flowkit train")
     if not workspace.config.is_file():
         raise ResumeError(f"{run_dir} is not a flowkit run directory (no config.gin); start one with flowkit train")
-    path, skipped = checkpoint.find_latest(workspace.checkpoints)
-    if path is None:
-        reasons = "; ".join(f"{p.name}: {r}" for p, r in skipped) or "none written yet"
-        raise ResumeError(f"{run_dir} has no valid checkpoint ({reasons}); start it again with flowkit train")
-    for bad, reason in skipped:
-        # Loud, because the steps since ``path`` will be trained again.
-        from flowkit.console import err_console
-
-        err_console.print(f"warning: skipping checkpoint {bad}: {reason}; resuming from {path.name}",
-                          markup=False, highlight=False, soft_wrap=True)
-    loaded = checkpoint.load_checkpoint(path)
     parsed = gin_config.parse([workspace.config], [*bindings, *_extra_bindings((), steps)])
-    allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(run_dir))
-    total = Trainer().steps
-    if loaded.step == total:
-        # nothing to train: touch nothing (no resume record, no rewritten report), so a
-        # restart loop can call resume until the run is done
-        from flowkit.console import console
-
-        console.print(f"{run_dir} is already complete ({loaded.step}/{total} steps); train longer with "
-                      f"`flowkit resume {run_dir} --steps N`", markup=False, highlight=False, soft_wrap=True)
-        return RunOutcome(Path(run_dir), "completed", loaded.step, loaded.meta.get("counters", {}).get("best_val_loss"))
-    origin = _Origin("resume", loaded, tuple((str(p), r) for p, r in skipped), allowed)
-    return _launch(workspace, parsed, _device(device), origin)
+    return _launch(workspace, parsed, _device(device), plan_start(workspace, parsed, command="resume"))
 
 
-@distributed.name_rank_in_errors
-def init_from(
-    parent: Path,
-    config_files: Sequence[str | Path],
-    bindings: Sequence[str] = (),
-    *,
-    data: Sequence[Path] = (),
-    out: Path,
-    steps: int | None = None,
-    device: str = "auto",
-) -> RunOutcome:
-    """A new run in ``out`` starting from the weights, EMA and latent stats of ``parent``.
-
-    ``parent`` is a checkpoint directory or a run directory (its newest valid checkpoint).
-
-    Raises:
-        ResumeError: ``out`` holds checkpoints, or the model config differs from the
-            parent's beyond dur_cond "none" -> "emotion".
-        CheckpointError: the parent is not a valid checkpoint, or its keys do not fit.
-    """
-    parent = Path(parent)
-    if (parent / "checkpoints").is_dir():
-        found, _ = checkpoint.find_latest(parent / "checkpoints")
-        if found is None:
-            raise CheckpointError(f"{parent} has no valid checkpoint to start from")
-        parent = found
-    loaded = checkpoint.load_checkpoint(parent)
-    workspace = Workspace(Path(out))
-    _refuse_existing(workspace)
-    parsed = gin_config.parse(config_files, [*bindings, *_extra_bindings(data, steps)])
-    return _launch(workspace, parsed, _device(device), _Origin("init_from", loaded))
-
-
-# ---- composition -------------------------------------------------------------------------
-
-
-def _config_names(files: Any) -> str:
-    """The config files of a start as the user would type them (relative to the working directory when inside it)."""
-    names = []
-    for f in files:
-        try:
-            names.append(str(Path(f).resolve().relative_to(Path.cwd())))
-        except ValueError:
-            names.append(str(f))
-    return " ".join(names) or "the config"
-
-
-def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") -> tuple[Any, Any]:
-    from flowkit.data.dataset import LatentDataset
-
-    stores = [Path(p) for p in settings.data]
-    if not stores:
-        from flowkit.data.demo import demo_store_path
-
-        stores = [demo_store_path()]
-    train_set = LatentDataset.open(stores, "train", min_frames=settings.min_frames, require_units=aligned)
-    if len(train_set) == 0:
-        counts = train_set.report.to_dict()
-        train_set.close()
-        by_reason = train_set.report.counts()
-        if aligned and set(by_reason) == {"missing_units"}:
-            raise DataError(
-                f"{configs} uses model.dit.text_path = 'aligned', which needs unit timings; none of the "
-                f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: prepare with "
-                "--align energy or --textgrids DIR"
-            )
-        raise DataError(
-            f"no usable training segment in {', '.join(map(str, stores))} ({counts}); check the "
-            "stores' split column and data_rejections.jsonl"
-        )
-    if settings.vocoder is not None:
-        from flowkit.data.encoder_records import check_vocoder
-
-        try:
-            check_vocoder(settings.vocoder, train_set.store_attrs.get("encoder") or {},
-                          source=f"the latents of {train_set.paths[0]}")
-        except Exception:
-            train_set.close()
-            raise
-    val_set = LatentDataset.open(stores, "val", min_frames=settings.min_frames, require_units=aligned)
-    return train_set, val_set
+# ---- one run, start to end -----------------------------------------------------------------
 
 
 def _loggers(settings: Trainer) -> list[Any]:
@@ -265,233 +549,135 @@ def _loggers(settings: Trainer) -> list[Any]:
     return loggers
 
 
-def _launch(workspace: Workspace, parsed: Any, device: torch.device, origin: _Origin) -> RunOutcome:
+def _launch(workspace: Workspace, parsed: Any, device: torch.device, origin: Origin) -> RunOutcome:
     settings = Trainer()
+    if isinstance(origin, Resume) and origin.loaded.step == settings.steps:
+        # nothing to train: touch nothing (no resume record, no rewritten report), so a
+        # restart loop can run the same command until the run is done
+        _say(f"{workspace.root} is already complete ({settings.steps}/{settings.steps} steps); train longer "
+             f"with `flowkit resume {workspace.root} --steps N`")
+        return RunOutcome(workspace.root, "completed", settings.steps,
+                          origin.loaded.meta.get("counters", {}).get("best_val_loss"))
     # Under torchrun: join the process group; rank 0 alone holds run.lock and writes the run.
     ctx, device = distributed.setup(device, timeout_s=settings.dist_timeout_s)
-    ok = False
+    ok, started, before = False, [], _listing(workspace.root)
+    # A start that fails before its first step leaves nothing of its own behind.
+    undo = ctx.is_main and not isinstance(origin, Resume)
     try:
         if ctx.is_main:
             with workspace.lock() as lock:
-                outcome = _run_locked(workspace, parsed, settings, device, origin, lock_takeover=lock.took_over, ctx=ctx)
+                try:
+                    outcome = _run(workspace, parsed, settings, device, origin, ctx, lock_takeover=lock.took_over,
+                                   started=started)
+                except BaseException:
+                    if undo and not started:
+                        _remove_new_files(workspace.root, before)
+                    raise
         else:
-            outcome = _run_locked(workspace, parsed, settings, device, origin, lock_takeover=None, ctx=ctx)
+            outcome = _run(workspace, parsed, settings, device, origin, ctx, lock_takeover=None, started=started)
         ok = True
         return outcome
+    except BaseException:
+        if undo and not started and before is None:
+            with contextlib.suppress(OSError):
+                workspace.root.rmdir()  # empty once run.lock is released
+        raise
     finally:
         distributed.teardown(ctx, ok=ok)
 
 
-def _rank_state(state: dict[str, Any], ctx: distributed.DistContext, source: Path) -> dict[str, Any]:
-    """This rank's random streams, sampler position and pairing totals from a checkpoint.
-
-    Raises:
-        ResumeError: the checkpoint was written by another number of processes (their
-            batches and random streams cannot be re-dealt exactly).
-    """
-    saved = int(state.get("world_size", 1))
-    if saved != ctx.world_size:
-        raise ResumeError(
-            f"{source} was written by {saved} training process(es), this resume has {ctx.world_size}; resume "
-            f"with the same number (flowkit resume RUN --nproc {saved}, or torchrun --nproc-per-node/--nnodes "
-            "giving that world size) — another world size would deal other batches and random streams"
-        )
-    if "ranks" in state:
-        return state["ranks"][ctx.rank]
-    return {"sampler": state["sampler"], "rng": state["rng"], "pairing_totals": state["pairing_totals"]}
-
-
-def _run_locked(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.device,
-                origin: _Origin, *, lock_takeover: dict[str, Any] | None,
-                ctx: distributed.DistContext | None = None) -> RunOutcome:
-    ctx = ctx or distributed.DistContext()
-    from flowkit.data.stats import LatentStats, compute_latent_stats
-    from flowkit.data.text import build_vocab_for, vocab_from_state_dict
-    from flowkit.model.dit import DUR_FILM_PREFIX, GLOBALS_PREFIX, model_diff
-    from flowkit.train.vocab_growth import INIT_RULE, grow_text_embedding
-
-    model_config = settings.model
-    aligned = model_config.text_path == "aligned"
-    from flowkit.data.text_phonemes import PhonemeFrontEnd
-
-    if aligned and isinstance(settings.text, PhonemeFrontEnd):
-        raise ConfigError("Trainer.text = @text.phonemes() with the aligned text path: unit timings index the raw "
-                          "text's characters, not phonemes; use text.chars there, or an unaligned model")
-    loaded = origin.loaded
-    train_set, val_set = _open_data(settings, aligned, _config_names(getattr(parsed, "files", ())))
+def _run(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.device, origin: Origin,
+         ctx: distributed.DistContext, *, lock_takeover: dict[str, Any] | None, started: list[bool]) -> RunOutcome:
+    """Build, restore, write the workspace, train; ``started`` gets an entry once the loop
+    runs (before it, a failure leaves nothing of this start behind: `_launch`)."""
+    parts = build_parts(settings, origin, device, ctx, _config_names(getattr(parsed, "files", ())))
+    loggers: list[Any] = []
     try:
-        fingerprint = train_set.fingerprint()
-        if origin.kind == "resume":
-            assert loaded is not None
-            compatibility.check_data(loaded.meta.get("data_fingerprint"), fingerprint, run_dir=str(workspace.root))
-            train_set.verify_stores()  # the recorded fingerprint holds only if the stores are as prepare wrote them
-            compatibility.check_steps(loaded.step, settings.steps, checkpoint=str(loaded.path))
-        if loaded is None:
-            stats = compute_latent_stats(train_set)
-            vocab = build_vocab_for(settings.text, train_set.segments.texts(), train_set.segments.field("language"))
-            languages = sorted(v for v in train_set.segments.values("language") if v)
-        else:
-            stats = LatentStats.from_dict(loaded.meta["latent_stats"])
-            vocab = vocab_from_state_dict(loaded.meta["vocab"])
-            languages = list(loaded.meta["languages"])
-        added_tokens: list[str] = []
-        if origin.kind == "init_from":
-            assert loaded is not None
-            # phoneme vocabularies do not grow (unseen symbols count as unknown)
-            added_tokens = vocab.missing(train_set.segments.texts()) if hasattr(vocab, "missing") else []
-            if added_tokens:
-                vocab = vocab.extended(added_tokens)
-        allowed_model_diff: dict[str, Any] = {}
-        if origin.kind == "init_from":
-            assert loaded is not None
-            diff = model_diff(loaded.meta["model_config"], model_config)
-            allowed_model_diff = compatibility.check_init_from_model(diff, parent_path=str(loaded.path))
-
-        seed_globals(settings.seed)  # the same initial weights on every rank
-        model = model_config.build(train_set.latent_dim, vocab.size, len(languages)).to(device)
-        if ctx.enabled:
-            # After init the global generators serve only rank-local draws: one stream per rank.
-            seed_globals(derive_seed(settings.seed, "globals", ctx.rank))
-        ema = EMA(model, decay=settings.ema_decay, warmup=settings.ema_warmup)
-        optimizer = build_optimizer(model, lr=settings.lr, betas=settings.betas, weight_decay=settings.weight_decay, device=device)
-        lengths = settings.pairing.budget_lengths(train_set.segments)
-        stream = BatchStream(settings.batch_sampler, lengths, settings.seed, ctx.rank, ctx.world_size)
-        streams = RandomStreams.create(settings.seed, ctx.rank)
-        cfg_drop = CFGDrop(**settings.cfg_drop)
-        builder = BatchBuilder(train_set, settings.pairing, stats, vocab, languages, model_config.text_path, cfg_drop,
-                               row_frames=getattr(settings.batch_sampler, "row_frames", None))
-        if device.type == "cuda" and settings.tf32:
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        if settings.memory_check:
-            from flowkit.console import console
-            from flowkit.train.memory import step0_check
-
-            summary = step0_check(model, builder, settings.batch_sampler, lengths, device,
-                                  autocast=device.type == "cuda", limit_gb=settings.max_memory_gb)
-            if ctx.is_main:
-                console.print(f"memory: {summary}", markup=False, highlight=False, soft_wrap=True)
-        if settings.compile:
-            model.compile_blocks()
-        evaluator = None
-        if len(val_set) and settings.eval_every is not None:
-            val_builder = attrs.evolve(builder, dataset=val_set)
-            evaluator = Evaluator(val_builder, settings.batch_sampler, settings, model_config, device, autocast=device.type == "cuda")
-        probe = None
-        if settings.probe is not None and ctx.is_main:
-            probe_set = train_set if settings.probe.split == "train" else val_set
-            probe = _probe_runner(settings, probe_set, stats, vocab, languages, device,
-                                  attrs.evolve(builder, dataset=probe_set))
-        counters = Counters(horizon=settings.steps)
-        pairing_totals = PairingCounts()
-        init_from_info = None
-        if origin.kind == "resume":
-            assert loaded is not None
-            state = loaded.state
-            checkpoint.load_strict(model, state["model"], what="model", source=loaded.path)
-            ema.load_state_dict(state["ema"])
-            optimizer.load_state_dict(state["optimizer"])
-            own = _rank_state(state, ctx, loaded.path)
-            stream.load_state_dict(own["sampler"])
-            streams.restore(own["rng"])
-            counters = Counters(**state["counters"])
-            pairing_totals = PairingCounts.from_dict(own["pairing_totals"])
-            init_from_info = loaded.meta.get("init_from")
-        elif origin.kind == "init_from":
-            assert loaded is not None
-            new_prefixes = tuple(p for field, p in (("dur_cond", DUR_FILM_PREFIX), ("conditions", GLOBALS_PREFIX))
-                                 if field in allowed_model_diff)
-            added = frozenset(k for k in model.state_dict() if new_prefixes and k.startswith(new_prefixes))
-            parent_model, parent_ema = dict(loaded.state["model"]), dict(loaded.state["ema"])
-            if added_tokens:
-                parent_model = grow_text_embedding(parent_model, vocab.size)
-                parent_ema["shadow"] = grow_text_embedding(parent_ema["shadow"], vocab.size)
-            checkpoint.load_strict(model, parent_model, what="model", source=loaded.path, allow_missing=added)
-            ema.load_state_dict(parent_ema, allow_missing=added)
-            init_from_info = {"checkpoint": str(loaded.path.resolve()), "step": loaded.step,
-                              "model_diff": {k: list(v) for k, v in allowed_model_diff.items()}}
-            if added_tokens:
-                init_from_info["added_tokens"] = {"tokens": added_tokens, "rows": [vocab.size - len(added_tokens), vocab.size],
-                                                  "init": INIT_RULE}
-                if ctx.is_main:
-                    from flowkit.console import console
-
-                    console.print(f"init-from: the data hold {len(added_tokens)} token(s) the parent's vocabulary lacks; "
-                                  f"text embedding (model and EMA) grown to {vocab.size} rows, new rows = {INIT_RULE}: "
-                                  + " ".join(repr(t) for t in added_tokens), highlight=False, markup=False, soft_wrap=True)
-
-        resumed = origin.kind == "resume"
-        step = counters.step
-        meta = {
-            "config_text": parsed.text,
-            "seed": settings.seed,
-            "latent_stats": stats.to_dict(),
-            "vocab": vocab.state_dict(),
-            "languages": languages,
-            "model_config": model_config.to_dict(),
-            "data_fingerprint": fingerprint,
-            "stores": [str(p) for p in train_set.paths],
-            "latent_dim": train_set.latent_dim,
-            "frame_rate": train_set.frame_rate,
-            "sample_rate": train_set.sample_rate,
-            # what synthesis needs even when the stores have moved: the encoder record its
-            # vocoder checks and reads, and the run's vocoder (None: the default)
-            "encoder": train_set.store_attrs.get("encoder"),
-            "vocoder": vocoder_record(settings.vocoder),
-            "init_from": init_from_info,
-            "world_size": ctx.world_size,
-        }
+        restored = origin.restore(parts, settings, ctx)
+        step = restored.counters.step
+        meta = _checkpoint_meta(parsed, settings, parts, restored, ctx)
         if ctx.is_main:
-            _write_workspace(workspace, parsed, settings, train_set, val_set, device, model, meta, origin,
+            _write_workspace(workspace, parsed, settings, parts, device, meta, origin,
                              lock_takeover=lock_takeover, step=step)
-        # Only rank 0 logs; the others keep no logger at all.
-        loggers = _loggers(settings) if ctx.is_main else []
+        loggers = _loggers(settings) if ctx.is_main else []  # only rank 0 logs
         for logger in loggers:
-            logger.open(workspace.root, resumed=resumed, total_steps=settings.steps, start_step=step)
-        trainer = TrainingLoop(
-            settings, model=model, ema=ema, optimizer=optimizer, stream=stream, streams=streams, builder=builder,
-            evaluator=evaluator, workspace=workspace, loggers=loggers, device=device, meta=meta,
-            counters=counters, pairing_totals=pairing_totals, resumed=resumed, dist=ctx,
-            ddp=distributed.wrap_model(ctx, model, device, find_unused_parameters=settings.ddp_find_unused_parameters),
-            probe=probe,
+            logger.open(workspace.root, resumed=origin.resumed, total_steps=settings.steps, start_step=step)
+        loop = TrainingLoop(
+            settings, parts, workspace=workspace, loggers=loggers, device=device, meta=meta,
+            counters=restored.counters, pairing_totals=restored.pairing_totals, resumed=origin.resumed, dist=ctx,
+            ddp=distributed.wrap_model(ctx, parts.model, device, find_unused_parameters=settings.ddp_find_unused_parameters),
         )
+    except BaseException:
+        for logger in loggers:
+            with contextlib.suppress(Exception):
+                logger.close()
+        parts.close()
+        raise
+    started.append(True)
+    try:
         try:
-            if resumed:
-                trainer.log({"kind": "event", "step": step, "event": "resumed", "checkpoint": str(loaded.path) if loaded else None})
-            status = trainer.run()
+            if isinstance(origin, Resume):
+                loop.log({"kind": "event", "step": step, "event": "resumed", "checkpoint": str(origin.loaded.path)})
+            status = loop.run()
         finally:
             for logger in loggers:
                 logger.close()
             if ctx.is_main:
                 # A full disk must not replace the error that says why the run stopped.
                 with contextlib.suppress(OSError):
-                    workspace.write_report(_report(workspace, settings, trainer))
-        return RunOutcome(workspace.root, status, trainer.counters.step, trainer.counters.best_val_loss)
+                    workspace.write_report(_report(workspace, settings, loop))
+        return RunOutcome(workspace.root, status, loop.counters.step, loop.counters.best_val_loss)
     finally:
-        train_set.close()
-        val_set.close()
+        parts.close()
 
 
-def _probe_runner(settings: Trainer, dataset: Any, stats: Any, vocab: Any, languages: list[str],
-                  device: torch.device, builder: Any) -> Any:
-    """The run's `ProbeRunner`: the probe's split, the run's schedule, solver and vocoder."""
-    from flowkit.synth.vocoders import GriffinLim
-    from flowkit.train.probe import ProbeRunner
-
-    probe = settings.probe
-    vocoder = probe.vocoder or settings.vocoder or GriffinLim()
-    encoder = dict(dataset.store_attrs.get("encoder") or {})
-    return ProbeRunner(probe, dataset, stats=stats, vocab=vocab, languages=languages, schedule=settings.schedule,
-                       solver=settings.solver, vocoder=vocoder, encoder=encoder, run_seed=settings.seed, device=device,
-                       builder=builder)
+def _listing(root: Path) -> set[str] | None:
+    """The entries of ``root`` before a start wrote into it (None: it did not exist)."""
+    return set(os.listdir(root)) if root.is_dir() else None
 
 
-def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, train_set: Any, val_set: Any,
-                     device: torch.device, model: torch.nn.Module, meta: dict[str, Any], origin: _Origin, *,
-                     lock_takeover: dict[str, Any] | None, step: int) -> None:
+def _remove_new_files(root: Path, before: set[str] | None) -> None:
+    """Undo what a start that failed before its first step wrote: the entries it added to
+    ``root`` (all of them if it made the directory), ``run.lock`` aside (its holder
+    releases it); nothing older is touched."""
+    for name in set(os.listdir(root)) - (before or set()) - {"run.lock"} if root.is_dir() else ():
+        path = root / name
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _checkpoint_meta(parsed: Any, settings: Trainer, parts: RunParts, restored: Restored,
+                     ctx: distributed.DistContext) -> dict[str, Any]:
+    """The static part of every checkpoint's ``meta.json``."""
+    return {
+        "config_text": parsed.text,
+        "seed": settings.seed,
+        "latent_stats": parts.stats.to_dict(),
+        "vocab": parts.vocab.state_dict(),
+        "languages": parts.languages,
+        "model_config": settings.model.to_dict(),
+        "data_fingerprint": parts.fingerprint,
+        "stores": [str(p) for p in parts.train_set.paths],
+        "latent_dim": parts.train_set.latent_dim,
+        "frame_rate": parts.train_set.frame_rate,
+        "sample_rate": parts.train_set.sample_rate,
+        # what synthesis needs even when the stores have moved: the encoder record its
+        # vocoder checks and reads, and the run's vocoder (None: the default)
+        "encoder": parts.train_set.store_attrs.get("encoder"),
+        "vocoder": vocoder_record(settings.vocoder),
+        "init_from": restored.init_from,
+        "world_size": ctx.world_size,
+        SYNTHESIS_KEY: synthesis_meta(settings),
+    }
+
+
+def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, parts: RunParts, device: torch.device,
+                     meta: dict[str, Any], origin: Origin, *, lock_takeover: dict[str, Any] | None, step: int) -> None:
     """Rank 0's files of a start or resume (``meta`` is the checkpoints' static meta)."""
-    loaded = origin.loaded
-    resumed = origin.kind == "resume"
+    resumed = isinstance(origin, Resume)
+    train_set, val_set = parts.train_set, parts.val_set
     workspace.create()
     # Records after the checkpoint's step (and a torn last line) are replayed by this run;
     # a fresh start drops every record of an attempt killed before its first checkpoint.
@@ -517,12 +703,12 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, train
             "stores": meta["stores"],
             "load_reports": {"train": train_set.report.to_dict(), "val": val_set.report.to_dict()},
             "init_from": meta["init_from"],
-            "resumed_from": str(loaded.path) if resumed and loaded else None,
-            "skipped_checkpoints": [list(s) for s in origin.skipped],
-            "allowed_config_changes": {k: list(v) for k, v in origin.allowed_changes.items()},
+            "resumed_from": str(origin.loaded.path) if resumed else None,
+            "skipped_checkpoints": [list(s) for s in origin.skipped] if resumed else [],
+            "allowed_config_changes": {k: list(v) for k, v in origin.allowed_changes.items()} if resumed else {},
             "lock_taken_over": lock_takeover,
             "metrics_lines_removed": removed,
-            "num_parameters": sum(p.numel() for p in model.parameters()),
+            "num_parameters": sum(p.numel() for p in parts.model.parameters()),
             "world_size": meta["world_size"],  # processes training together (torchrun); rank 0 writes
             "plugins": _plugin_versions(),
         },
@@ -545,9 +731,10 @@ def _plugin_versions() -> dict[str, str]:
     return out
 
 
-def _report(workspace: Workspace, settings: Trainer, trainer: TrainingLoop) -> str:
-    c = trainer.counters
+def _report(workspace: Workspace, settings: Trainer, loop: TrainingLoop) -> str:
+    c = loop.counters
     saved = [p.name for _, p in checkpoint.list_checkpoints(workspace.checkpoints)]
+    best_dirs = [p.name for _, p in checkpoint.list_checkpoints(workspace.best)]
     if c.step >= settings.steps:
         state = "completed"
     elif saved:
@@ -556,7 +743,6 @@ def _report(workspace: Workspace, settings: Trainer, trainer: TrainingLoop) -> s
         state = (f"stopped at step {c.step} before its first checkpoint (Trainer.save_every = {settings.save_every}): "
                  "nothing to continue from; re-run the same `flowkit train` command to start it again")
     best = "-" if c.best_val_loss is None else f"{c.best_val_loss:.5f}"
-    best_dirs = [p.name for _, p in checkpoint.list_checkpoints(workspace.best)]
     lines = [
         f"# Run {workspace.root.name}",
         "",
@@ -565,7 +751,7 @@ def _report(workspace: Workspace, settings: Trainer, trainer: TrainingLoop) -> s
         f"- best EMA validation loss: {best} ({', '.join(best_dirs) or 'none kept'})",
         f"- checkpoints: {', '.join(saved) or 'none'}",
         f"- seed: {settings.seed}",
-        f"- data fingerprint: {trainer.meta['data_fingerprint']}",
+        f"- data fingerprint: {loop.meta['data_fingerprint']}",
         "- metrics: metrics.jsonl; config: config.gin",
         "",
     ]

@@ -19,8 +19,21 @@ import gin
 
 from flowkit import registry
 from flowkit.errors import ConfigError
+from flowkit.protocols import (
+    BatchSampler,
+    Logger,
+    Loss,
+    LRSchedule,
+    Model,
+    Pairing,
+    Schedule,
+    Solver,
+    TextFrontEnd,
+    TSampler,
+    Vocoder,
+)
 
-__all__ = ["NONFINITE_POLICIES", "Trainer"]
+__all__ = ["NONFINITE_POLICIES", "SLOT_KINDS", "Trainer"]
 
 #: What a non-finite loss or gradient does: stop the run, or skip that update.
 NONFINITE_POLICIES = ("stop", "skip")
@@ -28,20 +41,26 @@ NONFINITE_POLICIES = ("stop", "skip")
 
 def _component(kind: str, name: str, **kwargs: Any) -> Any:
     """A default that builds ``<kind>.<name>`` at construction time (gin bindings apply)."""
-
-    def build() -> Any:
-        registry.load_plugins()
-        return registry.build(kind, name, **kwargs)
-
-    return attrs.Factory(build)
+    return attrs.Factory(lambda: registry.build(kind, name, **kwargs))
 
 
 def _components(*names: tuple[str, str]) -> Any:
-    def build() -> list[Any]:
-        registry.load_plugins()
-        return [registry.build(kind, name) for kind, name in names]
+    return attrs.Factory(lambda: [registry.build(kind, name) for kind, name in names])
 
-    return attrs.Factory(build)
+
+#: The kind of each component slot (its protocol is checked when the settings are built).
+SLOT_KINDS: dict[str, str] = {
+    "model": "model", "schedule": "schedule", "t_sampler": "t_sampler", "losses": "loss",
+    "batch_sampler": "batch_sampler", "pairing": "pairing", "lr_schedule": "lr_schedule",
+    "loggers": "logger", "solver": "solver", "text": "text",
+}
+
+
+def _stores(value: Any) -> tuple[str, ...]:
+    """``Trainer.data`` as a tuple of store paths: one path given as a string is one store."""
+    if isinstance(value, (str, bytes)) or hasattr(value, "__fspath__"):
+        return (str(value),)
+    return tuple(str(v) for v in value)
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -69,25 +88,25 @@ class Trainer:
     """
 
     # ---- components ----
-    model: Any = _component("model", "dit")
-    schedule: Any = _component("schedule", "flow_matching")
+    model: Model = _component("model", "dit")
+    schedule: Schedule = _component("schedule", "flow_matching")
     # F5-TTS draws t uniformly during training (its sway sampling is inference-only).
-    t_sampler: Any = _component("t_sampler", "uniform")
-    losses: Sequence[Any] = _components(("loss", "masked_mse"))
-    batch_sampler: Any = _component("batch_sampler", "frame_budget")
-    pairing: Any = _component("pairing", "in_clip")
-    lr_schedule: Any = _component("lr_schedule", "warmup_cosine")
+    t_sampler: TSampler = _component("t_sampler", "uniform")
+    losses: Sequence[Loss] = _components(("loss", "masked_mse"))
+    batch_sampler: BatchSampler = _component("batch_sampler", "frame_budget")
+    pairing: Pairing = _component("pairing", "in_clip")
+    lr_schedule: LRSchedule = _component("lr_schedule", "warmup_cosine")
     # jsonl is always added (the resume check and reports read metrics.jsonl).
-    loggers: Sequence[Any] = _components(("logger", "console"))
-    solver: Any = _component("solver", "euler")  # for synthesis from this run's checkpoints
+    loggers: Sequence[Logger] = _components(("logger", "console"))
+    solver: Solver = _component("solver", "euler")  # recorded in checkpoints for synthesis
     # Decodes this run's report samples; None: vocoder.griffin_lim (weight-free) when it inverts
     # the stores' encoder. A vocoder that cannot invert the stores' latents stops the start.
-    vocoder: Any = None
-    text: Any = _component("text", "chars")
+    vocoder: Vocoder | None = None
+    text: TextFrontEnd = _component("text", "chars")
 
     # ---- data ----
     # Latent stores (zarr); empty = the bundled demo store (flowkit.data.demo.demo_store_path).
-    data: Sequence[str] = ()
+    data: Sequence[str] = attrs.field(default=(), converter=_stores)
     min_frames: int = attrs.field(default=8, validator=_positive)  # shorter segments are rejected
 
     # ---- length and randomness ----
@@ -148,6 +167,13 @@ class Trainer:
     ddp_find_unused_parameters: bool = False
 
     def __attrs_post_init__(self) -> None:
+        for slot, kind in SLOT_KINDS.items():
+            value = getattr(self, slot)
+            if slot in ("losses", "loggers"):
+                for i, item in enumerate(value):
+                    registry.check_kind(item, kind, where=f"Trainer.{slot}[{i}]")
+            else:
+                registry.check_kind(value, kind, where=f"Trainer.{slot}")
         if self.nonfinite not in NONFINITE_POLICIES:
             raise ConfigError(
                 f"Trainer.nonfinite = {self.nonfinite!r} is not one of {', '.join(map(repr, NONFINITE_POLICIES))}"
@@ -156,6 +182,16 @@ class Trainer:
             raise ConfigError(f"Trainer.lr = {self.lr!r} must be > 0 (F5-TTS uses 7.5e-5)")
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"Trainer.betas = {tuple(self.betas)!r} must be two values in [0, 1), e.g. (0.9, 0.98)")
+        if self.weight_decay < 0:
+            raise ConfigError(f"Trainer.weight_decay = {self.weight_decay!r} must be >= 0 (AdamW's default 0.01; 0 = off)")
+        for i, loss in enumerate(self.losses):
+            weight = getattr(loss, "weight", 1.0)
+            if not weight > 0:  # also NaN
+                name = next((c.gin_name for c in registry.components("loss") if type(loss) is c.obj), type(loss).__name__)
+                raise ConfigError(
+                    f"Trainer.losses[{i}] = @{name}() has weight {weight!r}; a loss weight must be > 0 "
+                    f"(fix {name}.weight, or drop the loss from Trainer.losses to turn it off)"
+                )
         if self.grad_clip is not None and self.grad_clip <= 0:
             raise ConfigError(f"Trainer.grad_clip = {self.grad_clip!r} must be > 0, or None to disable clipping")
         unknown = set(self.cfg_drop) - {"text_p", "prompt_p", "both_p"}

@@ -20,13 +20,16 @@ def fresh_load(monkeypatch):
     monkeypatch.setattr(registry, "_LOADED", False)  # restored afterwards by monkeypatch
 
 
-def make_dist(root, dist, module, body, entries):
-    """Write an installed distribution (dist-info + module) under ``root``."""
+def make_dist(root, dist, module, body, entries, kinds=()):
+    """Write an installed distribution (dist-info + module) under ``root``; ``kinds`` are
+    ``(kind, "module:Protocol")`` declarations."""
     info = root / f"{dist.replace('-', '_')}-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.1\n")
     lines = "\n".join(f"{name} = {module}" for name in entries)
-    (info / "entry_points.txt").write_text(f"[flowkit.plugins]\n{lines}\n")
+    kind_lines = "".join(f"{kind} = {target}\n" for kind, target in kinds)
+    text = f"[flowkit.plugins]\n{lines}\n" + (f"[flowkit.kinds]\n{kind_lines}" if kinds else "")
+    (info / "entry_points.txt").write_text(text)
     (info / "top_level.txt").write_text(module + "\n")
     (info / "RECORD").write_text(f"{module}.py,,\n")
     (root / f"{module}.py").write_text(textwrap.dedent(body))
@@ -36,8 +39,10 @@ def make_dist(root, dist, module, body, entries):
 def site(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     registry._top_level_distributions.cache_clear()
+    registry.declared_kinds.cache_clear()
     yield tmp_path
     registry._top_level_distributions.cache_clear()
+    registry.declared_kinds.cache_clear()
     for name in [m for m in sys.modules if m.startswith("fkplug_")]:
         del sys.modules[name]
 
@@ -124,10 +129,19 @@ def test_collision_names_both_modules_and_distributions(site, fresh_load):
         """, ["t_sampler.uniform"])
     with pytest.raises(RegistryError) as err:
         registry.load_plugins()
-    msg = str(err.value)
-    assert "t_sampler.uniform is registered twice" in msg
-    assert "flowkit.flow.t_samplers (distribution flowkit)" in msg
-    assert "fkplug_dup (distribution fkplug-dup)" in msg
+    msg = str(err.value)  # found in the metadata, before either module is imported
+    assert "t_sampler.uniform is declared by two distributions" in msg
+    assert "flowkit (flowkit.flow.t_samplers)" in msg
+    assert "fkplug-dup (fkplug_dup)" in msg
+
+
+def test_collision_of_undeclared_registrations_names_both_modules():
+    with pytest.raises(RegistryError) as err:
+        @registry.register("t_sampler", "uniform")
+        @attrs.frozen
+        class Mine:
+            pass
+    assert "t_sampler.uniform is registered twice: by flowkit.flow.t_samplers (distribution flowkit)" in str(err.value)
 
 
 def test_plugin_failing_to_import_is_named(site, fresh_load):
@@ -155,3 +169,68 @@ def test_discover_reads_metadata_only(site):
     assert "loss.lazy" in names
     assert "fkplug_lazy" not in sys.modules
     assert any(ep.name == "loss.lazy" for ep in metadata.entry_points(group=registry.ENTRY_POINT_GROUP))
+
+
+NEW_KIND = '''
+from typing import Protocol, runtime_checkable
+
+import attrs
+import flowkit
+
+
+@runtime_checkable
+class Judge(Protocol):
+    """Scores a clip (a kind this plugin adds)."""
+
+    def score(self, audio) -> float: ...
+
+
+@flowkit.register("judge_t", "constant")
+@attrs.frozen
+class Constant:
+    """Every clip scores ``value``."""
+
+    value: float = 1.0
+
+    def score(self, audio) -> float:
+        return self.value
+'''
+
+
+def test_a_plugin_declares_a_new_kind_listed_without_import(site, fresh_load):
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    make_dist(site, "fkplug-judge", "fkplug_judge", NEW_KIND, ["judge_t.constant"],
+              kinds=[("judge_t", "fkplug_judge:Judge")])
+    assert registry.declared_kinds()["judge_t"].distribution == "fkplug-judge"
+    result = CliRunner().invoke(app, ["plugins"])
+    assert result.exit_code == 0, result.output
+    assert "judge_t" in result.output and "constant" in result.output and "fkplug-judge" in result.output
+    assert "fkplug_judge" not in sys.modules  # listed from metadata alone
+    registry.load_plugins()
+    try:
+        comp = registry.get("judge_t", "constant")
+        assert comp.distribution == "fkplug-judge"
+        assert registry.kinds()["judge_t"] == "Scores a clip (a kind this plugin adds)."
+        assert registry.check_kind(comp.obj(), "judge_t", where="test").value == 1.0
+    finally:
+        registry._REGISTRY.pop(("judge_t", "constant"), None)
+        gin.config._REGISTRY.pop("judge_t.constant")
+
+
+def test_a_component_of_the_wrong_kind_is_one_clear_error():
+    from flowkit.errors import ConfigError
+    from flowkit.train.settings import Trainer
+
+    config.parse((), ["Trainer.schedule = @loss.masked_mse()"])
+    with pytest.raises(ConfigError, match=r"Trainer.schedule = loss.masked_mse is not a schedule .*@schedule.flow_matching\(\)"):
+        Trainer()
+
+
+def test_flowkit_declares_its_own_components_like_a_plugin():
+    """No client list in the registry: flowkit's components come from its own metadata."""
+    entries = [e for e in registry.discover() if e.distribution == "flowkit"]
+    assert {"schedule.flow_matching", "loss.masked_mse", "model.dit"} <= {e.gin_name for e in entries}
+    assert not hasattr(registry, "BUILTIN_MODULES") and not hasattr(registry, "KINDS")

@@ -71,7 +71,7 @@ def test_first_step_equals_one_process_on_the_union_of_both_batches(two_ranks: P
     from flowkit.data.dataset import LatentDataset
     from flowkit.data.demo import demo_store_path
     from flowkit.data.stats import compute_latent_stats
-    from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_sums
+    from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_sums, unit_weighted
     from flowkit.train.optimization import build_optimizer, set_learning_rate
     from flowkit.train.randomness import RandomStreams, seed_globals
     from flowkit.train.settings import Trainer
@@ -95,12 +95,18 @@ def test_first_step_equals_one_process_on_the_union_of_both_batches(two_ranks: P
             streams = RandomStreams.create(s.seed, rank)
             batch, _ = builder.build(indices, streams.data, train=True)
             t, x0 = draw_flow(batch.x1.shape, s.t_sampler, streams.flow)
-            micro.append(MicroBatch(batch.x1, batch.cond, t, x0))
+            micro.append((batch.x1, batch.cond, t, x0))
         names = loss_names(s.losses)
         set_learning_rate(optimizer, s.lr * float(s.lr_schedule(0, s.steps)))
         optimizer.zero_grad(set_to_none=True)
-        loss, _ = accumulate(model, s.schedule, s.losses, names, micro, unit_sums([m.cond for m in micro]),
-                             autocast=False)
+        totals = unit_sums(cond for _, cond, _, _ in micro)
+        loss = torch.zeros(())
+        for x1, cond, t, x0 in micro:  # the two ranks' micro-batches, weighted as one batch
+            named, _ = loss_terms(model, s.schedule, s.losses, names, x1, cond, t, x0, autocast=False)
+            shares = unit_weighted(named, totals)
+            objective = sum(term.weight * shares[term.name] for term in named)
+            objective.backward()
+            loss = loss + objective.detach()
         torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], s.grad_clip)
         optimizer.step()
     finally:
@@ -108,7 +114,7 @@ def test_first_step_equals_one_process_on_the_union_of_both_batches(two_ranks: P
 
     logged = next(r for r in records(two_ranks) if r["kind"] == "train" and r["step"] == 1)
     assert logged["loss"] == pytest.approx(float(loss), rel=1e-5)
-    assert logged["items"] == sum(m.x1.shape[0] for m in micro)
+    assert logged["items"] == sum(x1.shape[0] for x1, *_ in micro)
     after_one = state_at(two_ranks, 1)["model"]
     for name, value in model.state_dict().items():
         torch.testing.assert_close(after_one[name], value, rtol=1e-5, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")

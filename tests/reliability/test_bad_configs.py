@@ -41,6 +41,17 @@ CASES: dict[str, tuple[str | None, tuple[str, ...], str, tuple[str, ...]]] = {
     "bad_binding": (None, ("Trainer.steps =",), "config", ("-b/--binding", "Trainer.steps =")),
     "value_out_of_range": ("Trainer.lr = -1.0", (), "train", ("Trainer.lr = -1", "must be > 0")),
     "unknown_policy": ("Trainer.nonfinite = 'maybe'", (), "train", ("Trainer.nonfinite = 'maybe'", "'stop'", "'skip'")),
+    # issue 12.4: each of these was a traceback, or passed `config` and failed only in `train`
+    "gin_import_of_a_missing_module": (
+        "import flowkit_no_such_module", (), "config", ("bad.gin:2", "flowkit_no_such_module", "install"),
+    ),
+    "out_of_range_in_config": ("Trainer.lr = -1.0", (), "config", ("Trainer.lr = -1", "must be > 0")),
+    "out_of_range_component_in_config": ("schedule.flow_matching.sigma_min = -1.0", (), "config", ("sigma_min",)),
+    "negative_weight_decay": ("Trainer.weight_decay = -0.1", (), "config", ("Trainer.weight_decay = -0.1", ">= 0")),
+    "zero_flow_loss_weight": ("loss.masked_mse.weight = 0.0", (), "config", ("loss.masked_mse", "weight 0.0", "> 0")),
+    "negative_flow_loss_weight": ("loss.masked_mse.weight = -1.0", (), "train", ("loss.masked_mse", "> 0")),
+    "wrong_kind_in_a_slot": ("Trainer.schedule = @loss.masked_mse()", (), "config",
+                             ("Trainer.schedule = loss.masked_mse is not a schedule",)),
 }
 FAST_SUBPROCESS = ("misspelled_component", "value_out_of_range")
 
@@ -124,3 +135,67 @@ def test_a_plugin_that_raises_on_import_gives_one_line(tmp_path: Path) -> None:
     # The documented way out works: autoload off skips the broken plugin.
     ok = cli("config", DEBUG_GIN, PYTHONPATH=path, FLOWKIT_NO_PLUGINS="1")
     assert ok.returncode == 0, ok.stderr
+
+
+def _one_line_in_process(argv: list[str], capfd: pytest.CaptureFixture, *fragments: str) -> str:
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == ConfigError.exit_code, (result.output, result.exception)
+    err = capfd.readouterr().err + result.output
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in err, err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+    return lines[0]
+
+
+def test_a_binary_gin_file_is_one_line_with_its_line(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    bad = tmp_path / "binary.gin"
+    bad.write_bytes(b"Trainer.steps = 3\n\xff\xfe\x00\x01")
+    _one_line_in_process(["config", str(bad)], capfd, f"{bad}:2", "not a gin text file", "UTF-8")
+
+
+def test_a_directory_given_as_config_says_so(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    folder = tmp_path / "experiments.gin"
+    folder.mkdir()
+    _one_line_in_process(["config", str(folder)], capfd, "is a directory")
+
+
+def test_an_empty_config_is_refused(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    empty = tmp_path / "empty.gin"
+    empty.write_text("# nothing here\n")
+    _one_line_in_process(["config", str(empty)], capfd, "binds nothing", "include 'base.gin'")
+
+
+def test_a_string_for_the_data_is_one_store() -> None:
+    from flowkit import config
+    from flowkit.train.settings import Trainer
+
+    config.parse((), ["Trainer.data = '/stores/a.zarr'"])
+    assert Trainer().data == ("/stores/a.zarr",)
+
+
+def test_a_start_that_fails_before_its_first_step_leaves_nothing(store: Path, tmp_path: Path, monkeypatch) -> None:
+    from reliability_helpers import TINY
+
+    from flowkit.errors import TrainingError
+    from flowkit.loggers import jsonl
+    from flowkit.train import run
+
+    def refuse(self, *args, **kwargs):
+        raise TrainingError("cannot open metrics.jsonl (test)")
+
+    monkeypatch.setattr(jsonl.JsonlLogger, "open", refuse)
+    out = tmp_path / "run"
+    with pytest.raises(TrainingError, match="test"):
+        run.train([DEBUG_GIN], list(TINY), data=[store], out=out, steps=2, device="cpu")
+    assert not out.exists()
+    kept = tmp_path / "kept"  # a directory that existed keeps what it held, and only that
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    with pytest.raises(TrainingError, match="test"):
+        run.train([DEBUG_GIN], list(TINY), data=[store], out=kept, steps=2, device="cpu")
+    assert sorted(p.name for p in kept.iterdir()) == ["notes.txt"]

@@ -139,3 +139,31 @@ def test_synthesize_names_a_checkpoint_path_that_does_not_exist(tmp_path: Path) 
     assert result.exit_code == 4
     assert "e12: no such checkpoint or run directory" in result.output
     assert not (tmp_path / "x.wav").exists()
+
+
+def test_synthesis_reads_its_components_from_the_checkpoint_not_the_config(tmp_path: Path) -> None:
+    """A run whose config names a component not installed here (a wandb-like logger of a
+    plugin) still synthesises: schedule and solver come from meta["synthesis"]."""
+    from flowkit.data.text import build_vocab
+    from flowkit.model.dit import DiTConfig
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.train.checkpoint import save_checkpoint
+
+    torch.manual_seed(0)
+    vocab = build_vocab(["la mora"])
+    cfg = DiTConfig(preset="tiny")
+    state = cfg.build(80, vocab.size, 1).state_dict()
+    meta = {"config_text": "Trainer.loggers = [@logger.not_installed_here()]\n",
+            "latent_stats": {"mean": [0.0] * 80, "std": [1.0] * 80, "n_frames": 1},
+            "vocab": vocab.state_dict(), "languages": ["en"], "model_config": cfg.to_dict(), "latent_dim": 80,
+            "frame_rate": 100.0, "sample_rate": 16000, "stores": [],
+            "synthesis": {"schedule": {"name": "cosine_vpred", "params": {}},
+                          "solver": {"name": "midpoint", "params": {}}, "text": {"name": "chars", "params": {}}}}
+    path = save_checkpoint(tmp_path / "checkpoints", 1, {"model": state, "ema": {"num_updates": 0, "shadow": state}}, meta)
+    im = load_inference_model(path)
+    assert type(im.schedule).__name__ == "CosineVPred" and type(im.solver).__name__ == "Midpoint"
+    # the old way (parsing the run's config) fails on that config:
+    from flowkit.synth.inference import _run_components
+
+    with pytest.raises(Exception, match="not_installed_here"):
+        _run_components({key: value for key, value in meta.items() if key != "synthesis"})

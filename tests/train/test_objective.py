@@ -17,7 +17,7 @@ from flowkit.data.dataset import LatentDataset
 from flowkit.data.stats import compute_latent_stats
 from flowkit.data.text import build_vocab
 from flowkit.model.conditions import Conditions
-from flowkit.train.objective import MicroBatch, accumulate, draw_flow, loss_names, unit_sums
+from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_sums, unit_weighted
 
 
 def _unit_totals(conds) -> dict[str, float]:
@@ -48,18 +48,27 @@ def setup(tiny_store: Path):
     data.close()
 
 
-def _grads(model: torch.nn.Module, micro: list[MicroBatch], losses) -> tuple[torch.Tensor, dict, list[torch.Tensor]]:
+def _grads(model: torch.nn.Module, micro: list[tuple], losses) -> tuple[torch.Tensor, dict, list[torch.Tensor]]:
+    """The step objective as `TrainingLoop.train_step` forms it, over ``(x1, cond, t, x0)`` micro-batches."""
     model.zero_grad(set_to_none=True)
-    totals = _unit_totals([m.cond for m in micro])
-    loss, terms = accumulate(model, registry.build("schedule", "flow_matching"), losses, loss_names(losses), micro,
-                             totals, autocast=False)
+    totals = _unit_totals([cond for _, cond, _, _ in micro])
+    schedule, names = registry.build("schedule", "flow_matching"), loss_names(losses)
+    loss, terms = torch.zeros(()), {}
+    for x1, cond, t, x0 in micro:
+        named, _ = loss_terms(model, schedule, losses, names, x1, cond, t, x0, autocast=False)
+        shares = unit_weighted(named, totals)
+        objective = sum(term.weight * shares[term.name] for term in named)
+        objective.backward()
+        loss = loss + objective.detach()
+        for name, share in shares.items():
+            terms[name] = terms.get(name, 0.0) + share.detach()
     return loss, terms, [p.grad.clone() for p in model.parameters() if p.grad is not None]
 
 
 def test_two_micro_batches_equal_one_batch(setup) -> None:
     model, batch, t, x0, losses = setup
-    whole = [MicroBatch(batch.x1, batch.cond, t, x0)]
-    halves = [MicroBatch(batch.x1[s], _slice(batch.cond, s), t[s], x0[s]) for s in (slice(0, 1), slice(1, 4))]
+    whole = [(batch.x1, batch.cond, t, x0)]
+    halves = [(batch.x1[s], _slice(batch.cond, s), t[s], x0[s]) for s in (slice(0, 1), slice(1, 4))]
     loss_a, terms_a, grads_a = _grads(model, whole, losses)
     loss_b, terms_b, grads_b = _grads(model, halves, losses)
     assert set(terms_a) == {"masked_mse", "duration_l1"}
