@@ -63,9 +63,10 @@ def test_replayed_and_torn_lines_are_removed(reference: Path, tiny_store: Path, 
     assert info["metrics_lines_removed"] == 2
 
 
-def test_train_into_a_run_with_checkpoints_is_refused(reference: Path, tiny_store: Path) -> None:
-    with pytest.raises(ResumeError, match="already holds checkpoints .*flowkit resume"):
-        train(tiny_store, reference, steps=8)
+def test_train_into_a_run_of_another_config_is_refused(reference: Path, tiny_store: Path) -> None:
+    """The same command continues a run (tests/reliability/test_requeue.py); another config is refused."""
+    with pytest.raises(ResumeError, match=r"Trainer\.lr: 0\.001 -> 0\.5"):
+        train(tiny_store, reference, "Trainer.lr = 0.5", steps=8)
 
 
 def test_resume_refuses_a_changed_config(reference: Path) -> None:
@@ -122,10 +123,10 @@ def test_init_from_accepts_dur_cond_none_to_emotion(tiny_store: Path, tmp_path: 
     parent = tmp_path / "parent"
     train(tiny_store, parent, "model.dit.preset = 'tiny'", steps=2, config=E11)
     child = tmp_path / "child"
-    outcome = run.init_from(parent, [E13], ["model.dit.preset = 'tiny'", "batch_sampler.frame_budget.frame_budget = 700",
-                                           "batch_sampler.frame_budget.max_items = 4", "Trainer.loggers = []",
-                                           "Trainer.eval_every = 2", "Trainer.eval_batches = 1"],
-                            data=[tiny_store], out=child, steps=0 + 1, device="cpu")
+    outcome = run.train([E13], ["model.dit.preset = 'tiny'", "batch_sampler.frame_budget.frame_budget = 700",
+                                "batch_sampler.frame_budget.max_items = 4", "Trainer.loggers = []",
+                                "Trainer.eval_every = 2", "Trainer.eval_batches = 1"],
+                        data=[tiny_store], out=child, steps=0 + 1, device="cpu", init_from=parent)
     assert outcome.status == "completed"
     info = json.loads((child / "run_info.json").read_text())
     assert info["init_from"]["model_diff"] == {"dur_cond": ["none", "emotion"]}
@@ -136,14 +137,14 @@ def test_init_from_accepts_dur_cond_none_to_emotion(tiny_store: Path, tmp_path: 
 
 def test_init_from_refuses_another_model(tiny_store: Path, reference: Path, tmp_path: Path) -> None:
     with pytest.raises(ResumeError, match="depth: 2 -> 3"):
-        run.init_from(reference, [Path(__file__).resolve().parents[2] / "gin" / "debug.gin"],
-                      ["model.dit.depth = 3", "Trainer.loggers = []"], data=[tiny_store], out=tmp_path / "c",
-                      steps=1, device="cpu")
+        run.train([Path(__file__).resolve().parents[2] / "gin" / "debug.gin"],
+                  ["model.dit.depth = 3", "Trainer.loggers = []"], data=[tiny_store], out=tmp_path / "c",
+                  steps=1, device="cpu", init_from=reference)
 
 
 def test_init_from_a_missing_checkpoint_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="not a checkpoint directory"):
-        run.init_from(tmp_path / "nope", ["debug.gin"], out=tmp_path / "c")
+        run.train(["debug.gin"], out=tmp_path / "c", init_from=tmp_path / "nope")
 
 
 def test_nonfinite_loss_stops_with_the_step(tiny_store: Path, tmp_path: Path) -> None:
