@@ -127,6 +127,9 @@ def test_plugins_reads_at_80_columns_piped_without_broken_words():
     words = set(out.stdout.split())
     registry.load_plugins()
     for c in registry.components():
+        if c.distribution != "flowkit":  # third-party entries are listed by name, not imported
+            assert c.gin_name in words, c.gin_name
+            continue
         for word in c.summary.split():  # every word of every summary comes out whole
             assert word in words, (c.gin_name, word)
 
