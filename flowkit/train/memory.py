@@ -180,7 +180,8 @@ def step0_check(model: Any, builder: Any, sampler: Any, lengths: Sequence[int], 
     indices = worst_batch(lengths, sampler)
     if not indices:
         return "memory check skipped: no batch can be formed"
-    batch, _ = builder.build(indices, np.random.default_rng(0), train=True)
+    # train=False: no CFG draws (they change no shape); the run's streams are not touched.
+    batch, _ = builder.build(indices, np.random.default_rng(0), train=False)
     cond = batch.cond
     frames = list(cond.layout.lengths) if cond.layout is not None else cond.frame_mask.sum(1).tolist()
     estimate = estimate_memory(model, frames, cond.text_mask.sum(1).tolist(), padded_frames=cond.frame_mask.numel(),
