@@ -436,9 +436,14 @@ def plan_start(workspace: Workspace, parsed: Any, init_from: Path | None = None,
         allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(root))
         _say(f"{command}: continuing {root} from {path.parent.name}/{path.name} (step {loaded.step})")
         return Resume(loaded, tuple((str(p), r) for p, r in skipped), allowed)
+    if skipped:
+        # Committed checkpoints exist but none reads back (saves are atomic, so a kill never
+        # does this): starting over would prune them, and they may hold weeks of training.
+        reasons = "; ".join(f"{p.parent.name}/{p.name}: {r}" for p, r in skipped)
+        raise ResumeError(f"{root} has no valid checkpoint ({reasons}); nothing was changed — restore a "
+                          f"checkpoint, or move {workspace.checkpoints} and {workspace.best} aside to start from step 0")
     parent = init_from if init_from is not None else _first_init_from(workspace)
-    reasons = "; ".join(f"{p.name}: {r}" for p, r in skipped) or "none was written"
-    _say(f"{command}: {root} has no valid checkpoint ({reasons}); starting it from step 0")
+    _say(f"{command}: {root} has no valid checkpoint (none was written); starting it from step 0")
     return InitFrom(_parent_checkpoint(Path(parent))) if parent is not None else Fresh()
 
 

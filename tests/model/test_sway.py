@@ -46,7 +46,7 @@ def test_f5_infer_gin_sets_sway(tmp_path) -> None:
     from flowkit.train.settings import Trainer
 
     repo = __import__("pathlib").Path(__file__).resolve().parents[2]
-    gin_config.parse([repo / "gin" / "base.gin", repo / "gin" / "f5_infer.gin"], [])
+    gin_config.parse([repo / "gin" / "base.gin", repo / "gin" / "f5_infer.gin"], ["DATA = []"])
     try:
         assert Trainer().solver == Euler(sway=-1.0)
     finally:

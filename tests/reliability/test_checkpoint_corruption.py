@@ -93,13 +93,16 @@ def test_a_damaged_newest_checkpoint_is_skipped_with_a_warning(case: str, refere
     assert records(reference) == records(out)
 
 
-def test_an_empty_checkpoint_directory_is_one_clear_error(reference: Path, tmp_path: Path) -> None:
+def test_an_empty_checkpoint_directory_continues_from_best(reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     shutil.copytree(reference, out)
     shutil.rmtree(out / "checkpoints")
     (out / "checkpoints").mkdir()
-    with pytest.raises(ResumeError, match="no valid checkpoint .*none written yet.*flowkit train"):
-        run.resume(out, device="cpu")
+    best, _ = checkpoint.find_latest(out / "best")
+    assert best is not None
+    outcome = run.resume(out, device="cpu")  # issue 12.1: best/ is the newest valid checkpoint
+    assert outcome.status == "completed"
+    assert outcome.step == checkpoint.load_checkpoint(best).step
 
 
 def test_an_empty_step_directory_is_skipped(reference: Path, tmp_path: Path) -> None:
@@ -114,13 +117,16 @@ def test_an_empty_step_directory_is_skipped(reference: Path, tmp_path: Path) -> 
 def test_all_checkpoints_corrupt_is_one_clear_error(reference: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     shutil.copytree(reference, out)
-    for _, ckpt in checkpoint.list_checkpoints(out / "checkpoints"):
-        _flip_state(ckpt)
+    for sub in ("checkpoints", "best"):  # best/ too: with a valid best/ the run continues from it
+        for _, ckpt in checkpoint.list_checkpoints(out / sub):
+            _flip_state(ckpt)
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*")}
     with pytest.raises(ResumeError) as info:
         run.resume(out, device="cpu")
     message = str(info.value)
-    assert "\n" not in message and "no valid checkpoint" in message
+    assert "\n" not in message and "no valid checkpoint" in message and "nothing was changed" in message
     assert all(f"step-0000000{s}" in message for s in (1, 2, 3)), message
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("*")} == before  # never started over on top of them
 
 
 def _rewrite_state(ckpt: Path, change: Callable[[dict], None]) -> None:

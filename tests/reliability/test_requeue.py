@@ -15,6 +15,7 @@ The kill moments are the ones of tests/reliability/test_kill_anywhere.py plus st
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import signal
@@ -27,8 +28,17 @@ from reliability_helpers import cli, env, train_argv
 from state_compare import assert_same_tensors, final_state, records
 from test_kill_anywhere import _kill_when, _reference
 
+PACE = Path(__file__).parent / "pace"  # sitecustomize: a pause before every training step
+
+
+def paced_env() -> dict[str, str]:
+    """env() with each training step paced, so that every kill moment comes on any machine."""
+    base = env()
+    path = os.pathsep.join(p for p in (str(PACE), base.get("PYTHONPATH", "")) if p)
+    return {**base, "PYTHONPATH": path, "FLOWKIT_TEST_STEP_PAUSE": "0.4"}
+
 MODES = ("startup", "early", "in_save", "after_commit", "random")
-STEPS = 6
+STEPS = 10
 
 
 def _kill(proc: subprocess.Popen, run: Path, mode: str, rng: random.Random) -> bool:
@@ -48,13 +58,13 @@ def requeue_until_done(command: list[str], run: Path, modes: list[str], rng: ran
     """Run ``command`` again after each kill (one per mode), then to the end; the kills survived."""
     kills = 0
     for mode in modes:
-        proc = subprocess.Popen(command, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(command, env=paced_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if not _kill(proc, run, mode, rng):
             out, err = proc.communicate(timeout=600)
             assert proc.returncode == 0, err.decode()
             return kills
         kills += 1
-    done = subprocess.run(command, env=env(), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, env=paced_env(), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return kills
 
