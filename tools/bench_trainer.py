@@ -3,17 +3,20 @@
 Both loops train the same tiny DiT on the same fixed batch (flow loss, AdamW, clipping);
 the trainer's step adds EMA, the lr schedule, micro-batch weighting and its one sync. The
 data stall is the share of a real trainer step (pairing, reads from a zarr store,
-collation) spent before the forward pass. Prints medians; targets: ratio <= 1.05, stall < 5 %.
+collation) spent before the forward pass. Prints medians; targets: ratio <= 1.02, stall < 5 %.
 
-    .venv/bin/python tools/bench_trainer.py [--steps 30] [--preset tiny] [--corpus STORE]
+    .venv/bin/python tools/bench_trainer.py [--steps 30] [--preset tiny] [--corpus STORE [--stall-steps 200]]
 
 With ``--corpus STORE`` (the shared corpus prepared with ``flowkit prepare ... --align
 energy``) it also prints, at the production budget (38,400 frames, 64 items) for base.gin
 (in-clip pairing) and e13_dur_emotion.gin (cross-segment pairing, aligned path): the
 padding share of the padded batch and of the packed rows the transformer runs on
-(``padding share: X %``, target < 2 %), and ``data stall at a 10 ms step: X %`` -- the
-share of time a training thread that needs 10 ms per step (a GPU) waits for its next
-batch, with the next step prefetched in a background thread (target < 1 %).
+(``padding share: X %``, target < 2 %), the median and 90th percentile of one batch
+build (``batch build: ...``), and ``data stall at a 10 ms step: X %`` -- the share of time
+a training thread that needs 10 ms per step (a GPU) waits for its next batch, with the
+batches built in a background thread up to ``Trainer.prefetch_steps`` steps ahead
+(target < 1 %). Say the machine's load (``uptime``) with the figures: on a busy machine a
+build waits for a core.
 """
 
 from __future__ import annotations
@@ -72,8 +75,16 @@ def corpus_figures(store: Path, steps: int) -> None:
         print(f"{gin}: budget {sampler.frame_budget}, max items {sampler.max_items}; padded batch "
               f"{100 * (1 - real / padded):.1f} % padding; rows of 4096 frames {100 * (1 - real / rows4k):.2f} %")
         print(f"padding share: {100 * (1 - real / packed):.2f} %  ({gin}, row_frames={sampler.row_frames}; target < 2 %)")
+        times = []
+        for _ in range(max(40, len(stream.plan(0).batches))):  # the build alone, on this thread
+            started = time.perf_counter()
+            build()
+            times.append(time.perf_counter() - started)
+        times.sort()
+        print(f"batch build: median {1e3 * statistics.median(times):.2f} ms, 90th percentile "
+              f"{1e3 * times[int(0.9 * (len(times) - 1))]:.2f} ms  ({gin}, {len(times)} batches)")
         for enabled in (False, True):
-            prefetcher = StepPrefetcher(build, lambda: None, enabled=enabled)
+            prefetcher = StepPrefetcher(build, lambda: None, enabled=enabled, depth=s.prefetch_steps)
             waits = []
             for _ in range(steps):
                 started = time.perf_counter()
@@ -82,7 +93,7 @@ def corpus_figures(store: Path, steps: int) -> None:
                 time.sleep(0.010)  # the step itself, at GPU speed
             prefetcher.close()
             stall = sum(waits[2:]) / (sum(waits[2:]) + 0.010 * (steps - 2))
-            label = "prefetch on" if enabled else "prefetch off"
+            label = f"prefetch on, {s.prefetch_steps} steps ahead" if enabled else "prefetch off"
             print(f"data stall at a 10 ms step: {100 * stall:.1f} %  ({gin}, {label}; median wait "
                   f"{1e3 * statistics.median(waits[2:]):.1f} ms; target < 1 %)")
         ds.close()
@@ -93,9 +104,10 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--preset", default="small")
     parser.add_argument("--corpus", type=Path, help="a prepared store of the shared corpus (see the docstring)")
+    parser.add_argument("--stall-steps", type=int, default=200, help="simulated 10 ms steps of the data stall (--corpus)")
     args = parser.parse_args()
     if args.corpus is not None:
-        corpus_figures(args.corpus.resolve(), args.steps)
+        corpus_figures(args.corpus.resolve(), args.stall_steps)
 
     from conftest import write_store  # the tests' synthetic store writer
 

@@ -16,6 +16,7 @@ flags on the same batch.
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
@@ -41,7 +42,7 @@ class _Vocab(Protocol):
 
 
 class _Stats(Protocol):
-    def normalize(self, x: Any) -> Any: ...
+    def normalize_(self, x: np.ndarray) -> np.ndarray: ...
 
 
 @attrs.frozen
@@ -120,11 +121,27 @@ class Batch:
 
 @attrs.frozen
 class _Item:
-    latents: np.ndarray  # [n d] as stored (normalised once for the whole batch in collate)
+    parts: tuple[np.ndarray, ...]  # [n_k d] frames as read, laid end to end (prompt, then target)
+    n: int  # frames of the item
     target: tuple[int, int]
     text: str
     # (char_start, char_end, frame_start, frame_end) in the item's own layout, or None.
     units: tuple[tuple[int, int, int, int], ...] | None
+
+
+class _Segments:
+    """``segments[i]`` built once per collate call (a `flowkit.data.dataset.SegmentTable`
+    decodes a segment's strings and units at every access)."""
+
+    def __init__(self, segments: Sequence[Any]) -> None:
+        self._segments = segments
+        self._seen: dict[int, Any] = {}
+
+    def __getitem__(self, index: int) -> Any:
+        seg = self._seen.get(index)
+        if seg is None:
+            seg = self._seen[index] = self._segments[index]
+        return seg
 
 
 def _latents(latents_by_index: Mapping[int, np.ndarray], index: int, seg: Any) -> np.ndarray:
@@ -145,7 +162,7 @@ def _latents(latents_by_index: Mapping[int, np.ndarray], index: int, seg: Any) -
 
 def _layout(
     plan: ItemPlan,
-    segments: Sequence[Any],
+    segments: _Segments,
     latents_by_index: Mapping[int, np.ndarray],
     aligned: bool,
 ) -> _Item:
@@ -157,14 +174,14 @@ def _layout(
             "dataset with require_units=True or prepare it with timings"
         )
     if plan.prompt_span is None:
-        return _Item(target, plan.target_span, seg.text, seg.units)
+        return _Item((target,), target.shape[0], plan.target_span, seg.text, seg.units)
 
     pseg = segments[plan.prompt_index]
     p0, p1 = plan.prompt_span
     prompt = _latents(latents_by_index, plan.prompt_index, pseg)[p0:p1]
     c0, c1 = plan.prompt_chars if plan.prompt_chars is not None else (0, len(pseg.text))
     prompt_text = pseg.text[c0:c1]
-    n_p = p1 - p0
+    n_p = prompt.shape[0]
     t0, t1 = plan.target_span
     units = None
     if aligned:
@@ -179,11 +196,19 @@ def _layout(
             if c0 <= cs and ce <= c1 and p0 <= fs and fe <= p1
         ) + tuple((cs + shift, ce + shift, fs + n_p, fe + n_p) for cs, ce, fs, fe in seg.units)
     return _Item(
-        np.concatenate([prompt, target], axis=0),
+        (prompt, target),
+        n_p + target.shape[0],
         (n_p + t0, n_p + t1),
         f"{prompt_text} {seg.text}",
         units,
     )
+
+
+def _ragged(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(row, col)`` int64 ``[sum(lengths)]`` of every cell of rows of ``lengths`` cells."""
+    rows = np.repeat(np.arange(lengths.shape[0]), lengths)
+    cols = np.arange(rows.shape[0]) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    return rows, cols
 
 
 def collate(
@@ -201,13 +226,21 @@ def collate(
 ) -> Batch:
     """Assemble the `Batch` of ``plans``.
 
+    The padded arrays are allocated once and filled an item at a time with slice copies;
+    the latents are normalised in place, item by item, over their frames only (the same
+    element-wise ``(x - mean) / std`` in float32 as a whole-batch ``stats.normalize``);
+    masks, text and unit tensors are array operations. `torch.from_numpy` shares every
+    array (no copy).
+
     Args:
         plans: one `ItemPlan` per item (from a pairing's ``plan``).
         segments: the dataset's `SegmentInfo` list (indexed by the plans' indices).
         latents_by_index: raw (un-normalised) latents ``[n_frames d]`` of every index the
-            plans name (`flowkit.batching.pairing.needed_indices`).
+            plans name (`flowkit.batching.pairing.needed_indices`), float32 (as
+            `LatentDataset.read` returns them) or float16.
         vocab: character vocabulary (``encode(text) -> ids``, 0 = padding).
-        stats: latent statistics; ``stats.normalize`` is applied to the batch's valid frames.
+        stats: latent statistics (`flowkit.data.stats.LatentStats`); ``stats.normalize_``
+            is applied in place to the batch's valid frames.
         languages: the model's language list; id = position + 1, 0 for a language not in it.
         text_path: ``"unaligned"`` or ``"aligned"`` (adds ``char_unit``, ``unit_frames``,
             ``unit_mask`` from the segments' unit timings).
@@ -228,38 +261,45 @@ def collate(
     if not plans:
         raise DataError("collate: empty batch")
     aligned = text_path == "aligned"
-    items = [_layout(p, segments, latents_by_index, aligned) for p in plans]
+    segs = _Segments(segments)
+    items = [_layout(p, segs, latents_by_index, aligned) for p in plans]
+    meta = [segs[p.target_index] for p in plans]
     b = len(items)
-    n = max(it.latents.shape[0] for it in items)
-    d = items[0].latents.shape[1]
-    ids = [encode_text(vocab, it.text, segments[p.target_index].language) for it, p in zip(items, plans, strict=True)]
-    nt = max(1, max(len(t) for t in ids))
+    frames = np.fromiter((it.n for it in items), np.int64, count=b)
+    n = int(frames.max())
+    d = items[0].parts[-1].shape[1]
+    ids = [encode_text(vocab, it.text, s.language) for it, s in zip(items, meta, strict=True)]
+    chars = np.fromiter((len(t) for t in ids), np.int64, count=b)
+    nt = max(1, int(chars.max()))
+    spans = np.asarray([it.target for it in items], dtype=np.int64).reshape(b, 2)
 
-    x1 = np.zeros((b, n, d), np.float32)
-    frame_mask = np.zeros((b, n), bool)
-    target_mask = np.zeros((b, n), bool)
+    # every element is written once below (no zero fill first)
+    x1 = np.empty((b, n, d), np.float32)
+    prompt = np.empty((b, n, d), np.float32)
+    for i, it in enumerate(items):
+        at = 0
+        for part in it.parts:
+            if part.shape[1] != d:
+                segment_id, dim = meta[i].segment_id, part.shape[1]
+                raise DataError(f"segment {segment_id}: latent dim {dim} != {d} of the batch's other items")
+            x1[i, at : at + part.shape[0]] = part
+            at += part.shape[0]
+        # float32 (stores may hold float16, whose precision the normalised values would lose)
+        stats.normalize_(x1[i, :at])
+        x1[i, at:] = 0.0
+        t0, t1 = it.target  # the prompt: x1 outside the target span, zero on it and on padding
+        prompt[i, :t0] = x1[i, :t0]
+        prompt[i, t0:t1] = 0.0
+        prompt[i, t1:at] = x1[i, t1:at]
+        prompt[i, at:] = 0.0
+    positions = np.arange(n)
+    frame_mask = positions < frames[:, None]
+    target_mask = (positions >= spans[:, :1]) & (positions < spans[:, 1:])
     text = np.zeros((b, nt), np.int64)
-    text_mask = np.zeros((b, nt), bool)
-    for i, (it, t) in enumerate(zip(items, ids, strict=True)):
-        m = it.latents.shape[0]
-        if it.latents.shape[1] != d:
-            raise DataError(
-                f"segment {segments[plans[i].target_index].segment_id}: latent dim "
-                f"{it.latents.shape[1]} != {d} of the batch's other items"
-            )
-        x1[i, :m] = it.latents
-        frame_mask[i, :m] = True
-        target_mask[i, it.target[0] : it.target[1]] = True
-        text[i, : len(t)] = t
-        text_mask[i, : len(t)] = True
-    # One normalisation of the whole batch (float32: stores may hold float16, whose
-    # precision the normalised values would lose), then padding back to exactly zero; the
-    # same element-wise (x - mean) / std as per item, at a fraction of the cost.
-    x1 = np.asarray(stats.normalize(x1), dtype=np.float32)
-    x1[~frame_mask] = 0.0
-    prompt = x1 * (frame_mask & ~target_mask)[..., None]
+    text_mask = np.arange(nt) < chars[:, None]
+    if int(chars.sum()):
+        text[text_mask] = np.fromiter(itertools.chain.from_iterable(ids), np.int64, count=int(chars.sum()))
 
-    meta = [segments[p.target_index] for p in plans]
     emotion = np.zeros(b, np.int64)
     for i, s in enumerate(meta):
         try:
@@ -274,9 +314,9 @@ def collate(
     drop_text, drop_prompt = cfg_drop.draw(b, rng)
 
     extra: dict[str, torch.Tensor] = {}
-    num_chars = int(text_mask.sum())
+    num_chars = int(chars.sum())
     if aligned:
-        char_unit, unit_frames, unit_mask = _unit_tensors(items, ids, plans, segments, nt)
+        char_unit, unit_frames, unit_mask = _unit_tensors(items, frames, chars, meta, nt)
         num_chars = int((char_unit >= 0).sum())
         extra = {
             "char_unit": torch.from_numpy(char_unit),
@@ -298,45 +338,53 @@ def collate(
         loudness=torch.tensor([int(s.loudness) for s in meta], dtype=torch.long),
         drop_text=torch.from_numpy(drop_text),
         drop_prompt=torch.from_numpy(drop_prompt),
-        layout=PackLayout.plan([it.latents.shape[0] for it in items], row_frames),
+        layout=PackLayout.plan(frames.tolist(), row_frames),
         **extra,
     )
     return Batch(
         x1=torch.from_numpy(x1),
         cond=cond,
         num_target_frames=int(target_mask.sum()),
-        num_real_frames=int(frame_mask.sum()),
+        num_real_frames=int(frames.sum()),
         num_chars=num_chars,
         segment_ids=[s.segment_id for s in meta],
-        prompt_segment_ids=[segments[p.prompt_index].segment_id for p in plans],
+        prompt_segment_ids=[segs[p.prompt_index].segment_id for p in plans],
     )
 
 
 def _unit_tensors(
     items: Sequence[_Item],
-    ids: Sequence[list[int]],
-    plans: Sequence[ItemPlan],
-    segments: Sequence[Any],
+    frames: np.ndarray,
+    chars: np.ndarray,
+    meta: Sequence[Any],
     nt: int,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``char_unit [b nt]`` (-1 outside units and on padding), ``unit_frames [b u 2]``,
-    ``unit_mask [b u]`` of the aligned path."""
+    ``unit_mask [b u]`` of the aligned path, from every item's units at once."""
     b = len(items)
-    u = max(1, max(len(it.units or ()) for it in items))
+    counts = np.fromiter((len(it.units or ()) for it in items), np.int64, count=b)
+    u = max(1, int(counts.max()))
     char_unit = np.full((b, nt), -1, np.int64)
     unit_frames = np.zeros((b, u, 2), np.int64)
     unit_mask = np.zeros((b, u), bool)
-    for i, it in enumerate(items):
-        n = it.latents.shape[0]
-        for k, (cs, ce, fs, fe) in enumerate(it.units or ()):
-            if not (0 <= cs <= ce <= len(ids[i]) and 0 <= fs <= fe <= n):
-                seg = segments[plans[i].target_index]
-                raise DataError(
-                    f"segment {seg.segment_id}: unit {k} spans characters {cs}:{ce} and frames "
-                    f"{fs}:{fe}, outside its {len(ids[i])} characters / {n} frames (is the text "
-                    "NFC-normalised as the vocabulary expects?)"
-                )
-            char_unit[i, cs:ce] = k
-            unit_frames[i, k] = (fs, fe)
-            unit_mask[i, k] = True
+    if not int(counts.sum()):
+        return char_unit, unit_frames, unit_mask
+    flat = np.asarray([unit for it in items for unit in (it.units or ())], dtype=np.int64).reshape(-1, 4)
+    item, k = _ragged(counts)
+    cs, ce, fs, fe = flat.T
+    bad = ~((cs >= 0) & (cs <= ce) & (ce <= chars[item]) & (fs >= 0) & (fs <= fe) & (fe <= frames[item]))
+    if bad.any():
+        first = int(np.argmax(bad))  # the first bad unit in item order, as a per-item loop meets it
+        i, unit = int(item[first]), int(k[first])
+        c0, c1, f0, f1 = flat[first].tolist()
+        segment_id, n_chars, n = meta[i].segment_id, int(chars[i]), int(frames[i])
+        raise DataError(
+            f"segment {segment_id}: unit {unit} spans characters {c0}:{c1} and frames {f0}:{f1}, outside its "
+            f"{n_chars} characters / {n} frames (is the text NFC-normalised as the vocabulary expects?)"
+        )
+    unit_frames[item, k] = flat[:, 2:]
+    unit_mask[item, k] = True
+    # every character of unit k of item i gets k (units of an item never overlap: checked at load)
+    rows, cols = _ragged(ce - cs)
+    char_unit[item[rows], cs[rows] + cols] = k[rows]
     return char_unit, unit_frames, unit_mask

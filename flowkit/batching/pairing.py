@@ -20,7 +20,6 @@ is the target span, as when synthesising new text after a reference clip.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -156,16 +155,36 @@ def _check_frac_range(owner: str, lo: float, hi: float) -> None:
         )
 
 
-def _span(n: int, lo: float, hi: float, u_frac: float, u_start: float) -> tuple[int, int]:
-    """A target span of ``round(frac * n)`` frames (at least 1), placed uniformly."""
-    frac = lo + (hi - lo) * u_frac
-    length = min(n, max(1, int(round(frac * n))))
-    start = min(n - length, int(math.floor(u_start * (n - length + 1))))
-    return start, start + length
+def _spans(n: np.ndarray, lo: float, hi: float, u: np.ndarray) -> tuple[list[int], list[int]]:
+    """Target spans ``(starts, ends)`` of ``round(frac * n)`` frames (at least 1), placed
+    uniformly, for lengths ``n`` int64 ``[b]`` and uniforms ``u`` ``[b >=2]`` (``u[:, 0]``
+    the fraction, ``u[:, 1]`` the start).
+
+    Array arithmetic in float64, the same operations in the same order as the scalar
+    ``frac = lo + (hi - lo) * u0; length = min(n, max(1, round(frac * n))); start =
+    min(n - length, floor(u1 * (n - length + 1)))`` (``np.rint`` rounds half to even like
+    Python's ``round``), so the spans are those of a per-item loop.
+    """
+    frac = lo + (hi - lo) * u[:, 0]
+    length = np.minimum(n, np.maximum(1, np.rint(frac * n).astype(np.int64)))
+    start = np.minimum(n - length, np.floor(u[:, 1] * (n - length + 1)).astype(np.int64))
+    return start.tolist(), (start + length).tolist()
 
 
-def _in_clip(index: int, n: int, lo: float, hi: float, u: np.ndarray) -> ItemPlan:
-    return ItemPlan(index, _span(n, lo, hi, float(u[0]), float(u[1])), index)
+def _frames_of(segments: Sequence[_Segment], indices: Sequence[int]) -> np.ndarray:
+    """int64 ``[b]`` frames of ``segments[indices]`` (from the ``n_frames`` column when there is one)."""
+    column = getattr(segments, "n_frames", None)
+    if isinstance(column, np.ndarray):
+        return column[np.asarray(indices, dtype=np.int64)].astype(np.int64, copy=False)
+    return np.asarray([segments[i].n_frames for i in indices], dtype=np.int64)
+
+
+def _in_clip_plans(
+    batch_indices: Sequence[int], segments: Sequence[_Segment], lo: float, hi: float, u: np.ndarray
+) -> list[ItemPlan]:
+    indices = [int(i) for i in batch_indices]
+    starts, ends = _spans(_frames_of(segments, indices), lo, hi, u)
+    return [ItemPlan(i, (a, b), i) for i, a, b in zip(indices, starts, ends, strict=True)]
 
 
 @register("pairing", "in_clip")
@@ -202,12 +221,7 @@ class InClip:
     ) -> list[ItemPlan]:
         """One `ItemPlan` per index; draws ``2 * len(batch_indices)`` uniforms from ``rng``."""
         u = rng.random((len(batch_indices), self.draws_per_item))
-        return [
-            _in_clip(
-                int(i), int(segments[i].n_frames), self.min_target_frac, self.max_target_frac, u[k]
-            )
-            for k, i in enumerate(batch_indices)
-        ]
+        return _in_clip_plans(batch_indices, segments, self.min_target_frac, self.max_target_frac, u)
 
 
 @attrs.frozen
@@ -216,7 +230,7 @@ class _Groups:
 
     segments: Sequence[_Segment]
     key_of: np.ndarray  # int64 [N]: the group of each segment, -1 without a speaker
-    members: dict[int, list[int]]
+    members: dict[int, np.ndarray]  # int64, ascending
 
 
 def segment_frames(segments: Sequence[_Segment]) -> np.ndarray:
@@ -297,7 +311,7 @@ class CrossSegment:
         if cached is not None and cached.segments is segments:
             return cached
         keys, members = speaker_groups(segments)
-        groups = _Groups(segments, keys, members)
+        groups = _Groups(segments, keys, {k: np.asarray(v, dtype=np.int64) for k, v in members.items()})
         self._cache["groups"] = groups
         return groups
 
@@ -327,31 +341,27 @@ class CrossSegment:
     ) -> list[ItemPlan]:
         """One `ItemPlan` per index; draws ``draws_per_item * len(batch_indices)`` uniforms."""
         u = rng.random((len(batch_indices), self.draws_per_item))
-        groups = self._groups(segments) if self.cross_p > 0 else None
-        plans = []
-        for k, i in enumerate(batch_indices):
-            i = int(i)
-            base = _in_clip(
-                i, int(segments[i].n_frames), self.min_target_frac, self.max_target_frac, u[k]
-            )
-            if groups is None or u[k, 2] >= self.cross_p:
-                plans.append(base)
-                continue
-            plans.append(self._cross(i, segments, groups, u[k, 3:6], base))
+        plans = _in_clip_plans(batch_indices, segments, self.min_target_frac, self.max_target_frac, u)
+        if self.cross_p == 0:
+            return plans
+        groups = self._groups(segments)
+        for k in np.flatnonzero(u[:, 2] < self.cross_p).tolist():
+            plans[k] = self._cross(plans[k].target_index, segments, groups, u[k, 3:6], plans[k])
         return plans
 
     def _cross(
         self, i: int, segments: Sequence[_Segment], groups: _Groups, u: np.ndarray, base: ItemPlan
     ) -> ItemPlan:
-        seg = segments[i]
-        if not seg.speaker:
+        key = int(groups.key_of[i])
+        if key < 0:
             return attrs.evolve(base, fallback="no_speaker")
-        others = [j for j in groups.members[int(groups.key_of[i])] if j != i]
-        if not others:
+        members = groups.members[key]
+        n_others = members.shape[0] - 1  # every member but i itself
+        if not n_others:
             return attrs.evolve(base, fallback="no_other_segment")
-        j = others[min(len(others) - 1, int(u[0] * len(others)))]
-        partner = segments[j]
-        n_p = int(partner.n_frames)
+        pick = min(n_others - 1, int(u[0] * n_others))  # position among the others (i left out)
+        j = int(members[pick + (pick >= int(np.searchsorted(members, i)))])
+        n_p = int(_frames_of(segments, [j])[0])
         want = self.min_prompt_frames + int(
             u[1] * (self.max_prompt_frames - self.min_prompt_frames + 1)
         )
@@ -360,14 +370,15 @@ class CrossSegment:
             return attrs.evolve(base, fallback="prompt_too_short")
         if n_p <= self.max_prompt_frames:
             span, chars = (0, n_p), None
-        elif not partner.units:
-            return attrs.evolve(base, fallback="prompt_too_long")
         else:
-            window = self._unit_window(partner.units, want, float(u[2]))
+            units = segments[j].units
+            if not units:
+                return attrs.evolve(base, fallback="prompt_too_long")
+            window = self._unit_window(units, want, float(u[2]))
             if window is None:
                 return attrs.evolve(base, fallback="prompt_too_short")
             span, chars = window
-        n_t = int(seg.n_frames)
+        n_t = int(_frames_of(segments, [i])[0])
         return ItemPlan(i, (0, n_t), j, span, chars, cross=True)
 
     def _unit_window(

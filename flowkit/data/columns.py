@@ -49,6 +49,11 @@ class StringColumn(Sequence[str]):
             raise IndexError(f"string column index {index} out of range for {n}")
         return self._bytes[self.offsets[i] : self.offsets[i + 1]].decode("utf-8")
 
+    def value(self, i: int) -> str:
+        """String ``i`` for ``0 <= i < len(self)``, without the bounds and type checks of
+        indexing (the per-item path of batch building)."""
+        return self._bytes[self.offsets[i] : self.offsets[i + 1]].decode("utf-8")
+
     def __iter__(self) -> Iterator[str]:
         return iter(self.tolist())
 

@@ -70,6 +70,14 @@ class LatentStats:
         mean, std = self._like(x)
         return (x - mean) / std
 
+    def normalize_(self, x: np.ndarray) -> np.ndarray:
+        """`normalize` in place on a float32/float64 numpy array ``[... d]`` (the same
+        values, without the two temporaries); returns ``x``."""
+        mean, std = self._like(x)
+        np.subtract(x, mean, out=x)
+        np.divide(x, std, out=x)
+        return x
+
     def denormalize(self, x: Any) -> Any:
         """``x * std + mean``, the inverse of `normalize`."""
         mean, std = self._like(x)

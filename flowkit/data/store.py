@@ -484,6 +484,21 @@ def _read_direct(folder: Path, array: Any, stop: int) -> np.ndarray | None:
     return out.astype(dtype.newbyteorder("="), copy=False)
 
 
+def _as_float32(block: np.ndarray) -> np.ndarray:
+    """``block`` as float32 (the exact values: float16 -> float32 loses nothing).
+
+    float16 goes through torch, whose vectorised conversion is ~20x numpy's ``astype``
+    (2.8 ms against 0.14 ms for a 26k-frame batch of 80 channels) and releases the GIL.
+    """
+    if block.dtype == np.float32:
+        return block
+    if block.dtype == np.float16 and block.dtype.isnative and block.size:
+        import torch
+
+        return torch.from_numpy(block).to(torch.float32).numpy()
+    return block.astype(np.float32)
+
+
 class StoreReader:
     """A validated, read-only view of one store's committed segments.
 
@@ -721,9 +736,11 @@ class StoreReader:
             self._fds[chunk] = fd
         return fd
 
-    def _read_rows(self, start: int, end: int) -> np.ndarray:
-        """Rows ``[start, end)`` of the latents in the stored dtype, straight from chunk files."""
-        out = np.empty((end - start, self.latent_dim), dtype=self.latent_dtype.newbyteorder("<"))
+    def _read_rows(self, start: int, end: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``[start, end)`` of the latents in the stored dtype, straight from chunk files
+        (into ``out`` ``[end - start d]`` when given)."""
+        if out is None:
+            out = np.empty((end - start, self.latent_dim), dtype=self.latent_dtype.newbyteorder("<"))
         c = self.chunk_frames
         if self._sums is not None:
             if os.getpid() != self._pid:  # forked: this process checks the chunks it reads again
@@ -752,21 +769,25 @@ class StoreReader:
             pos = stop
         return out
 
-    def read(self, rows: Sequence[int], *, gap_frames: int = 256) -> list[np.ndarray]:
+    def read(self, rows: Sequence[int], *, gap_frames: int = 256, check_finite: bool = False) -> list[np.ndarray]:
         """Latents of segments ``rows`` as float32 ``[n_i d]``, in the order given.
 
         Reads are sorted by position and coalesced (segments at most ``gap_frames``
-        apart are fetched in one read), then converted to float32.
+        apart are fetched in one read) into one buffer, converted to float32 at once; the
+        arrays returned are views of that buffer. ``check_finite``: refuse non-finite
+        values (one check of the buffer; the segments are looked at only when it fails).
 
         Raises:
-            DataError: a latent chunk file is shorter than its segments need (truncated).
+            DataError: a latent chunk file is shorter than its segments need (truncated), or
+                (``check_finite``) a segment holds non-finite latents although its
+                ``max_abs`` (checked at open) is finite: the store was damaged after prepare.
         """
         # frame bounds as Python ints, looked up once: the loop below runs per batch
         idx = np.asarray(rows, dtype=np.int64).reshape(-1)
         starts: list[int] = self.offsets[idx].tolist()
         ends: list[int] = self.offsets[idx + 1].tolist()
-        out: list[np.ndarray | None] = [None] * len(starts)
         order = sorted(range(len(starts)), key=starts.__getitem__)
+        runs: list[tuple[int, int, list[int]]] = []  # (first frame, end frame, rows in it)
         k = 0
         while k < len(order):
             run = [order[k]]
@@ -776,9 +797,26 @@ class StoreReader:
                 run.append(order[k])
                 end = max(end, ends[order[k]])
                 k += 1
-            block = self._read_rows(start, end)
+            runs.append((start, end, run))
+        total = sum(end - start for start, end, _ in runs)
+        raw = np.empty((total, self.latent_dim), dtype=self.latent_dtype.newbyteorder("<"))
+        at = 0
+        for start, end, _ in runs:
+            self._read_rows(start, end, raw[at : at + end - start])
+            at += end - start
+        block = _as_float32(raw)
+        out: list[np.ndarray | None] = [None] * len(starts)
+        at = 0
+        for start, end, run in runs:
             for j in run:
-                out[j] = block[starts[j] - start : ends[j] - start].astype(np.float32)
+                out[j] = block[at + starts[j] - start : at + ends[j] - start]
+            at += end - start
+        if check_finite and not np.isfinite(block).all():  # the buffer may hold frames between the rows
+            for j, a in enumerate(out):
+                if not np.isfinite(a).all():  # type: ignore[union-attr]
+                    segment_id = self.strings["segment_id"][int(idx[j])]
+                    raise DataError(f"{self.path}: segment {segment_id!r} holds non-finite latents (damaged after "
+                                    "prepare); rebuild the store with `flowkit prepare`")
         return out  # type: ignore[return-value]
 
     def read_zarr(self, row: int) -> np.ndarray:
@@ -799,7 +837,7 @@ class StoreReader:
             return None
         # sliced per call: a list of every unit of a large store would cost ~100 bytes a unit
         block = self.units[self.unit_offsets[row] : self.unit_offsets[row + 1]].tolist()
-        return tuple((a, b, c, d) for a, b, c, d in block)
+        return tuple(map(tuple, block))
 
     def close(self) -> None:
         """Close the chunk file handles (a forked child drops its parent's without closing them)."""

@@ -8,6 +8,7 @@ text exactly as it was trained.
 
 from __future__ import annotations
 
+import itertools
 import unicodedata
 from collections.abc import Iterable
 from typing import Any
@@ -47,8 +48,8 @@ class CharVocab:
 
     def encode(self, text: str) -> list[int]:
         """Ids ``[nt]`` of the NFC characters of ``text``; unseen characters become 1 (counted)."""
-        ids = [self._index.get(c, UNKNOWN_ID) for c in normalize_text(text)]
-        self.unknown_count += sum(1 for i in ids if i == UNKNOWN_ID)
+        ids = list(map(self._index.get, normalize_text(text), itertools.repeat(UNKNOWN_ID)))
+        self.unknown_count += ids.count(UNKNOWN_ID)
         return ids
 
     def decode(self, ids: Iterable[int]) -> str:

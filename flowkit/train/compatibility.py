@@ -43,6 +43,7 @@ RESUME_ALLOW: tuple[str, ...] = (
     "Trainer.dist_timeout_s",  # how long ranks wait for each other, not what they compute
     # how fast, not what: the same batches, draws and (on one device type) the same numbers
     "Trainer.prefetch",
+    "Trainer.prefetch_steps",
     "Trainer.peak_tflops",
     "Trainer.memory_check",
     "Trainer.max_memory_gb",

@@ -176,11 +176,12 @@ class TrainingLoop:
         self.stop = StopFlag()
         self.last_saved = counters.step if resumed else None
         self._overfit: list[Batch] | None = None
-        # The next step's micro-batches are built in a background thread while this step
+        # The next steps' micro-batches are built in a background thread while this step
         # trains (flowkit.batching.prefetch); checkpoints record the sampler position and
         # data stream of the last consumed step, never those of a prefetched one.
         self.prefetcher = StepPrefetcher(self._build_step, self._data_snapshot,
-                                         enabled=settings.prefetch and not settings.overfit_one_batch)
+                                         enabled=settings.prefetch and not settings.overfit_one_batch,
+                                         depth=settings.prefetch_steps)
         self._consumed: dict[str, Any] | None = None
         self._window = PairingCounts()
         # torch.distributed: ``model`` is the unwrapped module (EMA, evaluation, checkpoints);

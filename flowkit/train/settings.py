@@ -142,9 +142,11 @@ class Trainer:
     overfit_one_batch: bool = False
 
     # ---- performance (docs/performance.md; may change on resume) ----
-    # Build the next step's micro-batches in a background thread while this one trains
-    # (same batches and draws; resume stays bit-identical).
+    # Build the next steps' micro-batches in a background thread while this one trains
+    # (same batches and draws; resume stays bit-identical), up to prefetch_steps steps ahead
+    # (more absorbs slower builds, at the memory of that many steps' batches).
     prefetch: bool = True
+    prefetch_steps: int = attrs.field(default=2, validator=_positive)
     # torch.compile the DiT's feed-forward and modulation (off: compilation takes minutes for
     # a large model; it needs a C++ compiler on the CPU and Triton on CUDA).
     compile: bool = False
