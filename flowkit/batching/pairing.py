@@ -179,6 +179,12 @@ def _frames_of(segments: Sequence[_Segment], indices: Sequence[int]) -> np.ndarr
     return np.asarray([segments[i].n_frames for i in indices], dtype=np.int64)
 
 
+def _frames(segments: Sequence[_Segment], i: int) -> int:
+    """Frames of ``segments[i]`` (from the ``n_frames`` column when there is one)."""
+    column = getattr(segments, "n_frames", None)
+    return int(column[i]) if isinstance(column, np.ndarray) else int(segments[i].n_frames)
+
+
 def _in_clip_plans(
     batch_indices: Sequence[int], segments: Sequence[_Segment], lo: float, hi: float, u: np.ndarray
 ) -> list[ItemPlan]:
@@ -361,7 +367,7 @@ class CrossSegment:
             return attrs.evolve(base, fallback="no_other_segment")
         pick = min(n_others - 1, int(u[0] * n_others))  # position among the others (i left out)
         j = int(members[pick + (pick >= int(np.searchsorted(members, i)))])
-        n_p = int(_frames_of(segments, [j])[0])
+        n_p = _frames(segments, j)
         want = self.min_prompt_frames + int(
             u[1] * (self.max_prompt_frames - self.min_prompt_frames + 1)
         )
@@ -378,7 +384,7 @@ class CrossSegment:
             if window is None:
                 return attrs.evolve(base, fallback="prompt_too_short")
             span, chars = window
-        n_t = int(_frames_of(segments, [i])[0])
+        n_t = _frames(segments, i)
         return ItemPlan(i, (0, n_t), j, span, chars, cross=True)
 
     def _unit_window(

@@ -31,6 +31,8 @@ class LatentStats:
     mean: np.ndarray
     std: np.ndarray
     n_frames: int
+    # mean and std cast to a numpy dtype, made once (normalize_ runs once per batch item)
+    _cast: dict[Any, tuple[np.ndarray, np.ndarray]] = attrs.field(init=False, factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able ``{"mean": [d], "std": [d], "n_frames"}`` (saved with every checkpoint)."""
@@ -59,7 +61,10 @@ class LatentStats:
 
     def _like(self, x: Any) -> tuple[Any, Any]:
         if isinstance(x, np.ndarray):
-            return self.mean.astype(x.dtype), self.std.astype(x.dtype)
+            cast = self._cast.get(x.dtype)
+            if cast is None:
+                cast = self._cast[x.dtype] = (self.mean.astype(x.dtype), self.std.astype(x.dtype))
+            return cast
         import torch
 
         return (torch.as_tensor(self.mean, dtype=x.dtype, device=x.device),
