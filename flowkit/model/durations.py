@@ -157,17 +157,32 @@ def unit_frames_from_durations(
     *,
     start: int = 0,
     total: int | None = None,
+    silence: str = "edges",
 ) -> list[tuple[int, int]]:
     """Consecutive unit timings of one item from its predicted character durations.
 
     Each unit lasts the sum of its characters' predicted durations (``log_duration [nt]``,
-    ``log(1 + d)`` in frames); units follow each other from frame ``start``. With ``total``
-    the lengths are scaled so the units fill exactly ``total`` frames (cumulative rounding,
-    so no frame is lost); without it each unit is rounded to at least one frame.
+    ``log(1 + d)`` in frames), at least one frame; units follow each other from frame
+    ``start``. ``total`` (frames) is the span the units must fit in:
+
+    - ``silence="edges"`` (the default): units that fit keep their predicted lengths and
+      the frames left over are split evenly before the first and after the last unit.
+      Those frames belong to no unit, as the silence around the words of every training
+      clip does (the model shows them its learned gap embedding). Units that do not fit
+      are scaled down to fill ``total`` exactly.
+    - ``silence="none"``: the units are scaled to fill ``total`` exactly (no frame outside
+      a unit; the words stretch over the silence).
+
+    Scaled lengths are rounded cumulatively, so no frame is lost or doubled.
 
     Returns:
         ``[(frame_start, frame_end), ...]`` per unit (end exclusive), in unit order.
+
+    Raises:
+        ValueError: ``silence`` is neither "edges" nor "none".
     """
+    if silence not in ("edges", "none"):
+        raise ValueError(f"silence = {silence!r}; use 'edges' or 'none'")
     d = durations_from_log(log_duration.detach().cpu()).tolist()
     n_units = max(char_unit, default=-1) + 1
     lengths = [0.0] * n_units
@@ -177,17 +192,19 @@ def unit_frames_from_durations(
     if n_units == 0:
         return []
     lengths = [max(1.0, x) for x in lengths]
-    if total is None:
-        ends = []
-        acc = start
-        for x in lengths:
-            acc += max(1, round(x))
-            ends.append(acc)
-    else:
+    rounded = [max(1, round(x)) for x in lengths]
+    if total is not None and (silence == "none" or sum(rounded) > total):
         whole = sum(lengths)
         acc_f, ends = 0.0, []
         for x in lengths:
             acc_f += x
             ends.append(start + round(total * acc_f / whole))
+    else:
+        if total is not None:  # centre the words: the frames left are silence at both edges
+            start += (total - sum(rounded)) // 2
+        ends, acc = [], start
+        for x in rounded:
+            acc += x
+            ends.append(acc)
     starts = [start, *ends[:-1]]
     return list(zip(starts, ends, strict=True))

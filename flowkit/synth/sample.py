@@ -81,8 +81,10 @@ def inference_conditions(
 
     The text of item ``i`` is ``prompt_text + text``. On the aligned text path the units are
     the runs of characters between ``separator_ids`` (e.g. the id of " "); the duration
-    head sizes every unit; the prompt's units are scaled to fill the prompt exactly and the
-    target's follow it (scaled to ``target_frames`` when that is given). On the unaligned
+    head sizes every unit; within the prompt (and within ``target_frames`` when that is
+    given) the units keep their predicted lengths, centred, with the frames left over as
+    silence at both edges (`flowkit.model.durations.unit_frames_from_durations`,
+    ``silence="edges"``; scaled down only when they do not fit). On the unaligned
     path a missing ``target_frames`` is the prompt's frames per character times the target's
     characters (as F5-TTS estimates it).
 

@@ -133,14 +133,18 @@ def test_inference_conditions_aligned_sizes_units_from_durations():
         [
             Utterance(text=[5, 6, 2, 7], prompt=prompt, prompt_text=[8, 9, 9, 2]),
             Utterance(text=[5, 2, 6, 6]),
+            Utterance(text=[5, 2, 6, 6], target_frames=15),
         ],
         separator_ids={2},
     )
-    # item 0: prompt unit "8 9 9" fills the 10 prompt frames; target units of 2 and 1 chars.
+    # item 0: prompt unit "8 9 9" keeps its 9 frames inside the 10 prompt frames (the one
+    # left over is silence); target units of 2 and 1 chars follow the prompt.
     assert cond.char_unit[0].tolist() == [0, 0, 0, -1, 1, 1, -1, 2]
-    assert cond.unit_frames[0, :3].tolist() == [[0, 10], [10, 16], [16, 19]]
+    assert cond.unit_frames[0, :3].tolist() == [[0, 9], [10, 16], [16, 19]]
     assert cond.target_mask[0].sum() == 9 and cond.frame_mask[0].sum() == 19
     assert cond.unit_frames[1, :2].tolist() == [[0, 3], [3, 9]] and cond.frame_mask[1].sum() == 9
+    # item 2: a given target length larger than the words: 9 frames of words centred in 15
+    assert cond.unit_frames[2, :2].tolist() == [[3, 6], [6, 12]] and cond.frame_mask[2].sum() == 15
     out = synthesize(
         model,
         cond,
