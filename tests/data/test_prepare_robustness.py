@@ -200,3 +200,52 @@ def test_sigterm_stops_prepare_and_its_workers_cleanly(tmp_path, long_corpus):
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and [ln for ln in stderr.splitlines() if ln.strip()] == ["error: interrupted"]
     assert not out.exists() and not out.with_name(out.name + ".partial").exists()
+
+
+
+# a signal at the worst moments of a worker's start. SIGTERM to the parent just after a worker
+# is forked, before the parent has written the worker's start-up data to its pipe (or listed
+# it as its child): unheld, it left that worker unkilled, printing spawn's "EOFError: Ran out
+# of input" traceback. SIGINT (a Ctrl-C to the process group) at a worker still in spawn's
+# bootstrap, before its initializer ignores SIGINT: it raised KeyboardInterrupt there.
+_SIGNAL_AT_START = """
+import os, signal, sys
+import multiprocessing.util as mp_util
+from flowkit.data.workers import pool_map, sigterm_as_interrupt
+
+class SignalWhenUnpickled:  # in the worker, unpickling it raises SIGINT there
+    def __reduce__(self):
+        return signal.raise_signal, (signal.SIGINT,)
+
+fork = mp_util.spawnv_passfds
+def fork_then_sigterm(path, args, fds):
+    pid = fork(path, args, fds)
+    if "--multiprocessing-fork" in args:  # a worker (not the resource tracker)
+        os.kill(os.getpid(), signal.SIGTERM)
+    return pid
+
+initargs = ()
+if sys.argv[1] == "parent-at-fork":
+    mp_util.spawnv_passfds = fork_then_sigterm
+else:
+    initargs = (SignalWhenUnpickled(),)
+try:
+    with sigterm_as_interrupt():
+        print(sum(pool_map(abs, range(-16, 0), 2, initializer=print, initargs=initargs)))
+except KeyboardInterrupt:
+    sys.exit("interrupted")
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize(("where", "stdout", "stderr"), [("parent-at-fork", "", "interrupted"),
+                                                         ("worker-in-bootstrap", "136", "")])
+def test_a_signal_while_workers_start_neither_prints_a_traceback_nor_leaks_one(where, stdout, stderr):
+    proc = subprocess.Popen([sys.executable, "-c", _SIGNAL_AT_START, where], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=60)
+    finally:
+        left = _wait_gone(proc.pid)
+    assert left == [], f"processes outlived the pool: {left}"
+    assert err.strip() == stderr and out.split()[-1:] == ([stdout] if stdout else []), err
