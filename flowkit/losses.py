@@ -153,8 +153,10 @@ class MelL1:
 @register("loss", "duration_l1")
 @attrs.frozen
 class DurationL1:
-    """Duration loss of the aligned text path (seed "E11"): ``|log_duration - log(1 + mean char
-    duration of its unit)|`` over real characters inside units.
+    """Duration loss of the aligned text path (seed "E11"): ``|log_duration - target|`` with
+    the target ``log(1 + mean char duration of its unit)`` for real characters inside units
+    and ``log(1 + pause / separators)`` for the separator characters between two units
+    (`flowkit.model.durations.char_duration_targets`).
 
     Raises:
         ConfigError: the model predicts no durations (unaligned text path).
@@ -163,7 +165,7 @@ class DurationL1:
     weight: float = 1.0
 
     def __call__(self, inputs: LossInputs) -> LossTerm:
-        """The mean over in-unit characters; ``count`` = characters."""
+        """The mean over in-unit and pause characters; ``count`` = characters."""
         if inputs.log_duration is None:
             raise ConfigError(
                 "loss.duration_l1 needs durations: set model.dit.text_path = 'aligned' or drop "

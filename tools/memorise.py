@@ -125,7 +125,9 @@ def spectrograms(run: Path, out: Path) -> None:
         data.close()
     panels = []
     for k, i in enumerate(picks):
-        prompt = np.asarray(im.stats.normalize(lat[2 + k][:300]), dtype=np.float32)
+        # the whole prompt clip: its text must be all that its audio says (a clip cut short
+        # would keep text its audio no longer has)
+        prompt = np.asarray(im.stats.normalize(lat[2 + k]), dtype=np.float32)
         u = Utterance(text=im.vocab.encode(segs[i].text), prompt=prompt, prompt_text=im.vocab.encode(segs[picks[k] + 1].text),
                       target_frames=int(segs[i].n_frames), language=im.language_id("en"))
         gen = generate(im, [u])[0]

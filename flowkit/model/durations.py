@@ -70,25 +70,50 @@ def _unit_layout(
     return cond.char_unit.clamp_min(0), valid, frames[..., 0].float(), length
 
 
+def _pause_layout(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(before [b nt] long, pause [b nt] bool)``: the last unit before each character
+    (-1 before the first), and which characters are separators between two real units."""
+    unit, valid, _, _ = _unit_layout(cond)
+    marked = torch.where(valid, unit, torch.full_like(unit, -1))
+    before = torch.cummax(marked, dim=1).values
+    n_units = cond.unit_mask.sum(1, keepdim=True)
+    pause = cond.text_mask & ~valid & (before >= 0) & (before + 1 < n_units)
+    return before, pause
+
+
 def char_duration_targets(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
-    """Duration-loss targets: ``log(1 + L_u / m_u)`` for each character of unit ``u``.
+    """Duration-loss targets: ``log(1 + L_u / m_u)`` for each character of unit ``u``, and
+    ``log(1 + P_k / s_k)`` for each separator character between units ``k`` and ``k + 1``.
 
     ``L_u`` is the unit's length in frames and ``m_u`` its number of characters, so every
     character of a unit has the unit's mean character duration (the data has timings per
-    word, not per character).
+    word, not per character). ``P_k`` is the pause between the two units (frames from the
+    end of ``k`` to the start of ``k + 1``, usually 0) and ``s_k`` the number of separator
+    characters between them (the space, a comma and a space...): the duration head learns
+    where a speaker pauses, and synthesis leaves those frames silent
+    (`unit_frames_from_durations`). Characters before the first or after the last unit get
+    no target (the silence at the edges of a clip is not the text's).
 
     Returns:
-        ``(target [b nt] float32, mask [b nt] bool)``; the mask keeps real in-unit
-        characters; the target is 0 elsewhere.
+        ``(target [b nt] float32, mask [b nt] bool)``; the mask keeps real characters that
+        are in a unit or between two units; the target is 0 elsewhere.
 
     Raises:
         ValueError: the conditions carry no unit timings.
     """
-    unit, valid, _, length = _unit_layout(cond)
+    unit, valid, start, length = _unit_layout(cond)
     chars = torch.zeros_like(length).scatter_add_(1, unit, valid.float())
     mean = length / chars.clamp_min(1.0)
     target = torch.log1p(torch.gather(mean, 1, unit))
-    return torch.where(valid, target, torch.zeros_like(target)), valid
+    before, pause = _pause_layout(cond)
+    k = before.clamp_min(0)
+    end = start + length
+    next_start = torch.cat([start[:, 1:], start[:, -1:]], dim=1)
+    gap = (next_start - end).clamp_min(0.0)
+    seps = torch.zeros_like(length).scatter_add_(1, k, pause.float())
+    pause_target = torch.log1p(torch.gather(gap / seps.clamp_min(1.0), 1, k))
+    target = torch.where(valid, target, torch.where(pause, pause_target, torch.zeros_like(target)))
+    return target, valid | pause
 
 
 def place_chars(cond: Conditions, weights: torch.Tensor | None) -> torch.Tensor:
@@ -162,16 +187,19 @@ def unit_frames_from_durations(
     """Consecutive unit timings of one item from its predicted character durations.
 
     Each unit lasts the sum of its characters' predicted durations (``log_duration [nt]``,
-    ``log(1 + d)`` in frames), at least one frame; units follow each other from frame
-    ``start``. ``total`` (frames) is the span the units must fit in:
+    ``log(1 + d)`` in frames), at least one frame; between units ``k`` and ``k + 1`` lies
+    the pause predicted for the separator characters between them (rounded, often 0
+    frames: `char_duration_targets`). The first unit starts at frame ``start``. ``total``
+    (frames) is the span the units must fit in:
 
-    - ``silence="edges"`` (the default): units that fit keep their predicted lengths and
-      the frames left over are split evenly before the first and after the last unit.
+    - ``silence="edges"`` (the default): units and pauses that fit keep their predicted
+      lengths and the frames left over are split evenly before the first and after the
+      last unit.
       Those frames belong to no unit, as the silence around the words of every training
-      clip does (the model shows them its learned gap embedding). Units that do not fit
-      are scaled down to fill ``total`` exactly.
-    - ``silence="none"``: the units are scaled to fill ``total`` exactly (no frame outside
-      a unit; the words stretch over the silence).
+      clip does (the model shows them its learned gap embedding). Units and pauses that
+      do not fit are scaled down to fill ``total`` exactly.
+    - ``silence="none"``: no pauses, and the units are scaled to fill ``total`` exactly
+      (no frame outside a unit; the words stretch over the silence).
 
     Scaled lengths are rounded cumulatively, so no frame is lost or doubled.
 
@@ -185,26 +213,36 @@ def unit_frames_from_durations(
         raise ValueError(f"silence = {silence!r}; use 'edges' or 'none'")
     d = durations_from_log(log_duration.detach().cpu()).tolist()
     n_units = max(char_unit, default=-1) + 1
+    if n_units == 0:
+        return []
     lengths = [0.0] * n_units
+    pauses = [0.0] * n_units  # pauses[k]: silence between unit k and unit k + 1
+    last = -1
     for j, u in enumerate(char_unit):
         if u >= 0:
             lengths[u] += d[j]
-    if n_units == 0:
-        return []
+            last = u
+        elif 0 <= last < n_units - 1:
+            pauses[last] += d[j]
     lengths = [max(1.0, x) for x in lengths]
-    rounded = [max(1, round(x)) for x in lengths]
+    if silence == "none":
+        pauses = [0.0] * n_units
+    pauses[-1] = 0.0
+    # the item as alternating spans: unit 0, pause 0, unit 1, ... (pauses may be 0 frames)
+    spans = [x for pair in zip(lengths, pauses, strict=True) for x in pair][:-1]
+    rounded = [max(1, round(x)) if i % 2 == 0 else round(x) for i, x in enumerate(spans)]
     if total is not None and (silence == "none" or sum(rounded) > total):
-        whole = sum(lengths)
-        acc_f, ends = 0.0, []
-        for x in lengths:
+        whole = sum(spans)
+        acc_f, bounds = 0.0, []
+        for x in spans:
             acc_f += x
-            ends.append(start + round(total * acc_f / whole))
+            bounds.append(start + round(total * acc_f / whole))
     else:
         if total is not None:  # centre the words: the frames left are silence at both edges
             start += (total - sum(rounded)) // 2
-        ends, acc = [], start
+        bounds, acc = [], start
         for x in rounded:
             acc += x
-            ends.append(acc)
-    starts = [start, *ends[:-1]]
-    return list(zip(starts, ends, strict=True))
+            bounds.append(acc)
+    edges = [start, *bounds]
+    return [(edges[2 * k], edges[2 * k + 1]) for k in range(n_units)]

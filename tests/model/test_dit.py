@@ -149,17 +149,19 @@ def test_place_chars_even_and_proportional():
 def test_unit_timings_from_durations():
     assert char_units_from_ids([5, 6, 2, 7, 2, 2, 8], {2}) == [0, 0, -1, 1, -1, -1, 2]
     log_d = torch.log1p(torch.tensor([2.0, 3.0, 9.0, 4.0, 0.0, 0.0, 1.0]))
-    units = unit_frames_from_durations(log_d, [0, 0, -1, 1, -1, -1, 2], start=10)
-    assert units == [(10, 15), (15, 19), (19, 20)]
     units_of = [0, 0, -1, 1, -1, -1, 2]
+    # words of 5, 4 and 1 frames; the separator after word 0 predicts a 9-frame pause, the
+    # two after word 1 none
+    units = unit_frames_from_durations(log_d, units_of, start=10)
+    assert units == [(10, 15), (24, 28), (28, 29)]
     stretched = unit_frames_from_durations(log_d, units_of, start=0, total=20, silence="none")
     assert stretched[0][0] == 0 and stretched[-1][1] == 20 and [e - s for s, e in stretched] == [10, 8, 2]
-    # the default: predicted lengths (5, 4, 1 frames) centred in the 20, silence at both edges
-    centred = unit_frames_from_durations(log_d, units_of, start=100, total=20)
-    assert centred == [(105, 110), (110, 114), (114, 115)]
-    # words that do not fit are scaled down to fill the span exactly
+    # the default: predicted words and pauses (19 frames) centred in 30, silence at both edges
+    centred = unit_frames_from_durations(log_d, units_of, start=100, total=30)
+    assert centred == [(105, 110), (119, 123), (123, 124)]
+    # words and pauses that do not fit are scaled down to fill the span exactly
     squeezed = unit_frames_from_durations(log_d, units_of, start=0, total=8)
-    assert squeezed[0][0] == 0 and squeezed[-1][1] == 8 and all(e >= s for s, e in squeezed)
+    assert squeezed[0][0] == 0 and squeezed[-1][1] == 8 and all(e > s for s, e in squeezed[:2])
     with pytest.raises(ValueError, match="silence"):
         unit_frames_from_durations(log_d, units_of, total=20, silence="stretch")
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import torch
-from model_fixtures import collate, make_item
+from model_fixtures import SPACE, collate, make_item
 
 from flowkit import registry
 from flowkit.errors import ConfigError
@@ -67,7 +68,7 @@ def test_mel_l1_is_zero_for_the_exact_target():
     assert float(MelL1()(exact).value) < 1e-5
 
 
-def test_duration_l1_counts_in_unit_characters_only():
+def test_duration_l1_counts_in_unit_and_pause_characters_only():
     inp = _inputs()
     target, mask = char_duration_targets(inp.cond)
     with torch.no_grad():
@@ -86,8 +87,12 @@ def test_duration_targets_are_log_mean_char_duration_of_the_unit():
     target, mask = char_duration_targets(cond)
     it = items[0]
     for j, u in enumerate(it.char_unit):
-        if u < 0:
-            assert not mask[0, j]
+        if u < 0:  # a separator between units k and k + 1: log(1 + pause / separators)
+            k = max(it.char_unit[:j])
+            assert mask[0, j]
+            pause = it.units[k + 1][0] - it.units[k][1]
+            seps = sum(1 for i in range(len(it.char_unit)) if it.char_unit[i] < 0 and max(it.char_unit[:i]) == k)
+            assert target[0, j].item() == pytest.approx(torch.log1p(torch.tensor(pause / seps)).item(), rel=1e-6)
             continue
         s, e = it.units[u]
         m = it.char_unit.count(u)
@@ -96,6 +101,16 @@ def test_duration_targets_are_log_mean_char_duration_of_the_unit():
             torch.log1p(torch.tensor((e - s) / m)).item(), rel=1e-6
         )
     assert not mask[0, len(it.text) :].any()
+    assert any(it.units[k + 1][0] > it.units[k][1] for k in range(2))  # the fixture has pauses
+
+
+def test_separators_outside_two_units_get_no_duration_target():
+    it = make_item(30, 3, seed=9)
+    # a leading and a trailing separator: the clip's edges, not a pause between words
+    it = attrs.evolve(it, text=[SPACE, *it.text, SPACE], char_unit=[-1, *it.char_unit, -1])
+    _, _, cond = collate([it], pad_chars=2, pad_units=1)
+    _, mask = char_duration_targets(cond)
+    assert not mask[0, 0] and not mask[0, len(it.text) - 1]
 
 
 def test_duration_l1_without_durations_names_the_fix():

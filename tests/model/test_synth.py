@@ -138,13 +138,14 @@ def test_inference_conditions_aligned_sizes_units_from_durations():
         separator_ids={2},
     )
     # item 0: prompt unit "8 9 9" keeps its 9 frames inside the 10 prompt frames (the one
-    # left over is silence); target units of 2 and 1 chars follow the prompt.
+    # left over is silence; its trailing separator is an edge, not a pause); the target's
+    # units of 2 and 1 chars follow, with the 3-frame pause of their separator between them.
     assert cond.char_unit[0].tolist() == [0, 0, 0, -1, 1, 1, -1, 2]
-    assert cond.unit_frames[0, :3].tolist() == [[0, 9], [10, 16], [16, 19]]
-    assert cond.target_mask[0].sum() == 9 and cond.frame_mask[0].sum() == 19
-    assert cond.unit_frames[1, :2].tolist() == [[0, 3], [3, 9]] and cond.frame_mask[1].sum() == 9
-    # item 2: a given target length larger than the words: 9 frames of words centred in 15
-    assert cond.unit_frames[2, :2].tolist() == [[3, 6], [6, 12]] and cond.frame_mask[2].sum() == 15
+    assert cond.unit_frames[0, :3].tolist() == [[0, 9], [10, 16], [19, 22]]
+    assert cond.target_mask[0].sum() == 12 and cond.frame_mask[0].sum() == 22
+    assert cond.unit_frames[1, :2].tolist() == [[0, 3], [6, 12]] and cond.frame_mask[1].sum() == 12
+    # item 2: a given target length larger than words + pause (12 frames): centred in 15
+    assert cond.unit_frames[2, :2].tolist() == [[1, 4], [7, 13]] and cond.frame_mask[2].sum() == 15
     out = synthesize(
         model,
         cond,
