@@ -143,12 +143,15 @@ class FlowkitSide:
         return mel, cond
 
     def step(self) -> None:
-        from flowkit.train.objective import MicroBatch, accumulate, draw_flow, unit_sums
+        from flowkit.train.objective import draw_flow, loss_terms, unit_sums, unit_weighted
 
+        # the calls flowkit's training step makes (flowkit.train.loop.TrainingLoop.train_step)
         t, x0 = draw_flow(self.x1.shape, self.t_sampler, self.generator)
-        micro = MicroBatch(self.x1, self.cond, t, x0)
         self.model.train()
-        accumulate(self.model, self.schedule, self.losses, self.names, [micro], {k: max(v, 1.0) for k, v in unit_sums([self.cond]).items()}, autocast=False)
+        named, _ = loss_terms(self.model, self.schedule, self.losses, self.names, self.x1, self.cond, t, x0,
+                              autocast=False)
+        shares = unit_weighted(named, {k: max(v, 1.0) for k, v in unit_sums([self.cond]).items()})
+        sum((term.weight * shares[term.name] for term in named), torch.zeros(())).backward()
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
