@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "train"))
 
 
-def corpus_figures(store: Path, steps: int) -> None:
+def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
     """Padding shares and the data stall at a simulated 10 ms step, per experiment."""
     import numpy as np
 
@@ -49,7 +49,7 @@ def corpus_figures(store: Path, steps: int) -> None:
     from flowkit.train.settings import Trainer
 
     for gin in ("base.gin", "e13_dur_emotion.gin"):
-        gin_config.parse([REPO / "gin" / gin], [f"Trainer.data = ['{store}']"])
+        gin_config.parse([REPO / "gin" / gin], [f"Trainer.data = ['{store}']", *bindings])
         s = Trainer()
         aligned = s.model.text_path == "aligned"
         ds = LatentDataset.open([store], "train", min_frames=s.min_frames, require_units=aligned)
@@ -105,9 +105,11 @@ def main() -> None:
     parser.add_argument("--preset", default="small")
     parser.add_argument("--corpus", type=Path, help="a prepared store of the shared corpus (see the docstring)")
     parser.add_argument("--stall-steps", type=int, default=200, help="simulated 10 ms steps of the data stall (--corpus)")
+    parser.add_argument("-b", "--binding", action="append", default=[],
+                        help='gin binding for the --corpus figures, e.g. -b "Trainer.prefetch_steps = 4"')
     args = parser.parse_args()
     if args.corpus is not None:
-        corpus_figures(args.corpus.resolve(), args.stall_steps)
+        corpus_figures(args.corpus.resolve(), args.stall_steps, args.binding)
 
     from conftest import write_store  # the tests' synthetic store writer
 
