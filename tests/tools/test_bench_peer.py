@@ -1,0 +1,31 @@
+"""tools/bench_peer.py's flowkit side: one training step on both text paths through the
+objective API the training loop uses (the F5-TTS side needs F5-TTS's source tree and is
+not run here)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("bench_peer", REPO / "tools" / "bench_peer.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("text_path", ["unaligned", "aligned"])
+def test_the_flowkit_side_takes_a_training_step(text_path: str) -> None:
+    tool = _tool()
+    side = tool.FlowkitSide(text_path, tool.make_data(2, 48, seed=0))
+    before = [p.detach().clone() for p in side.model.parameters()]
+    side.step()
+    changed = sum(not torch.equal(a, p) for a, p in zip(before, side.model.parameters(), strict=True))
+    assert changed > len(before) // 2
+    assert all(torch.isfinite(p).all() for p in side.model.parameters())
