@@ -70,10 +70,12 @@ def _unit_layout(
     return cond.char_unit.clamp_min(0), valid, frames[..., 0].float(), length
 
 
-def _pause_layout(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
+def _pause_layout(
+    cond: Conditions, unit: torch.Tensor, valid: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(before [b nt] long, pause [b nt] bool)``: the last unit before each character
-    (-1 before the first), and which characters are separators between two real units."""
-    unit, valid, _, _ = _unit_layout(cond)
+    (-1 before the first), and which characters are separators between two real units
+    (``unit``, ``valid`` from `_unit_layout`)."""
     marked = torch.where(valid, unit, torch.full_like(unit, -1))
     before = torch.cummax(marked, dim=1).values
     n_units = cond.unit_mask.sum(1, keepdim=True)
@@ -105,7 +107,7 @@ def char_duration_targets(cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]
     chars = torch.zeros_like(length).scatter_add_(1, unit, valid.float())
     mean = length / chars.clamp_min(1.0)
     target = torch.log1p(torch.gather(mean, 1, unit))
-    before, pause = _pause_layout(cond)
+    before, pause = _pause_layout(cond, unit, valid)
     k = before.clamp_min(0)
     end = start + length
     next_start = torch.cat([start[:, 1:], start[:, -1:]], dim=1)
