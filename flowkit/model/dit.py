@@ -47,6 +47,7 @@ from torch import nn
 from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
 from flowkit.errors import ConfigError
 from flowkit.model.conditions import Conditions
+from flowkit.model.cpu_kernels import Dropout, GroupedConv1d
 from flowkit.model.durations import durations_from_log, place_chars
 from flowkit.model.f5_arch import ARCHS, F5TextEncoder, f5_arch_options, f5_time_sinusoid, mish
 from flowkit.model.packing import PackedIndex, PackLayout
@@ -379,14 +380,15 @@ class TextEncoder(nn.Module):
 class ConvPositionEmbedding(nn.Module):
     """Two grouped convolutions (kernel 31 in F5-TTS) added to the input: local context and a
     sense of relative position before the first attention layer. SiLU replaces F5-TTS's Mish:
-    the same shape of curve, and several times cheaper to differentiate on the CPU."""
+    the same shape of curve, and several times cheaper to differentiate on the CPU. The
+    convolutions run torch's own CPU kernel (`flowkit.model.cpu_kernels.GroupedConv1d`)."""
 
     def __init__(self, dim: int, kernel: int, f5: bool = False) -> None:
         super().__init__()
         groups = math.gcd(16, dim)
         self.act = mish if f5 else F.silu
-        self.conv1 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
-        self.conv2 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
+        self.conv1 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
+        self.conv2 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         h = self.act(self.conv1(_masked(x, mask).transpose(1, 2)))
@@ -466,7 +468,7 @@ class Attention(nn.Module):
         self.heads = heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.out = nn.Linear(dim, dim)
-        self.drop = nn.Dropout(dropout)
+        self.drop = Dropout(dropout)
 
     def forward(
         self,
@@ -499,7 +501,7 @@ class DiTBlock(nn.Module):
         self.ff = nn.Sequential(
             nn.Linear(dim, ff_mult * dim),
             nn.GELU(approximate="tanh"),
-            nn.Dropout(dropout),
+            Dropout(dropout),
             nn.Linear(ff_mult * dim, dim),
         )
 
