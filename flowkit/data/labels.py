@@ -18,6 +18,8 @@ from __future__ import annotations
 import bisect
 import math
 
+import numpy as np
+
 EMOTIONS: tuple[str, ...] = ("neutral", "happy", "sad", "angry", "surprised", "fearful", "disgusted")
 N_RATE_BUCKETS = 5
 N_LOUDNESS_BUCKETS = 5
@@ -57,3 +59,26 @@ def rate_bucket(chars_per_second: float) -> int:
 def loudness_bucket(lufs: float) -> int:
     """Loudness bucket 1..5 of integrated loudness ``lufs``; 0 when not finite (unknown)."""
     return _bucket(lufs, LOUDNESS_EDGES_LUFS)
+
+
+def recorded_buckets(
+    audio: np.ndarray, sample_rate: int, text: str, frame_rate: float, n_frames: int
+) -> tuple[int, int]:
+    """``(rate, loudness)`` buckets of a recording, as ``flowkit prepare`` labels a clip.
+
+    The rate is the characters of ``text`` (spaces not counted) per second of active
+    speech (`flowkit.data.audio.speech_span` over ``n_frames`` frames at ``frame_rate``
+    Hz); the loudness is the clip's ITU-R BS.1770 integrated loudness. Synthesis labels
+    its prompt the same way, so a model conditions on what it was trained on rather than
+    on "unknown".
+
+    Args:
+        audio: mono samples ``[samples]`` at ``sample_rate`` Hz.
+    """
+    from flowkit.data import audio as audio_mod
+
+    hop = max(1, round(sample_rate / frame_rate))
+    start, end = audio_mod.speech_span(audio, hop, n_frames)
+    chars = sum(1 for c in text if not c.isspace())
+    cps = chars / ((end - start) / frame_rate) if end > start else math.nan
+    return rate_bucket(cps), loudness_bucket(audio_mod.integrated_loudness(audio, sample_rate))

@@ -30,7 +30,7 @@ from flowkit.data import audio as audio_mod
 from flowkit.data import encoders as _encoders  # noqa: F401  registers encoder.log_mel
 from flowkit.data.importers import read_inputs
 from flowkit.data.importers.sources import load_item_audio
-from flowkit.data.labels import loudness_bucket, rate_bucket
+from flowkit.data.labels import recorded_buckets
 from flowkit.data.manifest import Item, Rejection
 from flowkit.data.shards import shard_of, shard_store_path
 from flowkit.data.store import (
@@ -190,11 +190,7 @@ def process_item(item: Item) -> dict[str, Any]:
         return reject("non_finite_latents", f"latents not finite in {settings.latent_dtype}", seconds)
     frame_rate = float(encoder.frame_rate)
     n_frames = stored.shape[0]
-    hop = max(1, round(sr / frame_rate))
-    start, end = audio_mod.speech_span(wave, hop, n_frames)
-    chars = sum(1 for c in item.text if not c.isspace())
-    cps = chars / ((end - start) / frame_rate) if end > start else math.nan
-    lufs = audio_mod.integrated_loudness(wave, sr)
+    rate, loudness = recorded_buckets(wave, sr, item.text, frame_rate, n_frames)
     units = None
     estimated = False
     warning = None
@@ -218,8 +214,8 @@ def process_item(item: Item) -> dict[str, Any]:
     return {
         "latents": stored,
         "seconds": seconds,
-        "rate": rate_bucket(cps),
-        "loudness": loudness_bucket(lufs),
+        "rate": rate,
+        "loudness": loudness,
         "units": None if units is None else tuple(tuple(int(v) for v in u) for u in units),
         "units_estimated": estimated,
         "warning": warning,

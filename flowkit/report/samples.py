@@ -71,7 +71,7 @@ def sample_blocks(
     from flowkit.data.text import encode_text
     from flowkit.errors import CheckpointError
     from flowkit.synth.inference import generate, load_inference_model
-    from flowkit.synth.sample import Utterance
+    from flowkit.synth.sample import Utterance, recorded_labels
     from flowkit.synth.vocoders import choose_vocoder
 
     try:
@@ -114,6 +114,7 @@ def sample_blocks(
                 prompt_text=encode_text(im.vocab, segments[j].text, segments[j].language) if j is not None else (),
                 target_frames=int(seg.n_frames),
                 language=im.language_id(seg.language),
+                **recorded_labels(seg),
             )
         )
     from flowkit.console import console

@@ -12,6 +12,7 @@ the ODE solver, and `target_spans` cuts out the generated spans.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
@@ -23,7 +24,7 @@ from flowkit.model.dit import DiT
 from flowkit.model.durations import char_units_from_ids, unit_frames_from_durations
 from flowkit.protocols import Schedule, Solver
 
-__all__ = ["Utterance", "inference_conditions", "synthesize", "target_spans"]
+__all__ = ["Utterance", "inference_conditions", "recorded_labels", "synthesize", "target_spans"]
 
 
 @attrs.frozen
@@ -49,6 +50,29 @@ class Utterance:
     intensity: float | None = None
     rate: int = 0
     loudness: int = 0
+
+
+def recorded_labels(segment: Any) -> dict[str, Any]:
+    """The `Utterance` label fields (``emotion``, ``intensity``, ``rate``, ``loudness``) of a
+    stored segment (`flowkit.data.dataset.SegmentInfo`, or anything with those attributes),
+    as training conditioned on them: re-synthesising a stored sentence (the probe, the
+    report's samples) gives the model its recorded labels, never an "unknown" it was not
+    trained on.
+
+    Raises:
+        ValueError: an emotion name outside `flowkit.data.labels.EMOTIONS`.
+    """
+    import math
+
+    from flowkit.data.labels import emotion_id
+
+    labelled = bool(segment.emotion) and math.isfinite(float(segment.intensity))
+    return {
+        "emotion": emotion_id(segment.emotion),
+        "intensity": float(segment.intensity) if labelled else None,
+        "rate": int(segment.rate),
+        "loudness": int(segment.loudness),
+    }
 
 
 def _prompt_tensor(u: Utterance, latent_dim: int) -> torch.Tensor:

@@ -4,7 +4,9 @@ Shape legend: n frames, d latent channels.
 
 The target length is decided in this order: ``seconds`` when given; else the duration
 head (aligned text path); else the prompt's frames per character (unaligned path with a
-prompt and its text); else a characters-per-second estimate of plain speech.
+prompt and its text); else a characters-per-second estimate of plain speech. The prompt
+also sets the speaking-rate and loudness buckets the model is conditioned on (measured as
+``flowkit prepare`` measures a training clip); without a prompt they are "unknown".
 
 The vocoder is the one given, else the run's ``Trainer.vocoder``, else Griffin-Lim; it must
 accept the checkpoint's encoder record (checked before any generation). The audio keeps
@@ -22,7 +24,7 @@ import numpy as np
 
 from flowkit.errors import ConfigError, DataError
 
-__all__ = ["CHARS_PER_SECOND", "SynthesisResult", "encode_prompt", "synthesize_file"]
+__all__ = ["CHARS_PER_SECOND", "SynthesisResult", "encode_prompt", "load_prompt_audio", "synthesize_file"]
 
 # Read English speech runs at about 14-16 characters per second (spaces included); used
 # only when neither a duration head nor a prompt can size the target.
@@ -45,15 +47,14 @@ class SynthesisResult:
     warnings: tuple[str, ...] = ()  # one line each, e.g. a language the model never saw
 
 
-def encode_prompt(audio_path: Path, encoder_record: dict, *, max_seconds: float = 15.0) -> np.ndarray:
-    """Prompt audio -> latents ``[n d]`` with the store's encoder (resampled to its rate).
+def load_prompt_audio(audio_path: Path, encoder_record: dict, *, max_seconds: float = 15.0) -> tuple[np.ndarray, int]:
+    """Prompt audio as mono samples ``[samples]`` at the store encoder's rate, cut to
+    ``max_seconds``: ``(audio, sample_rate)``.
 
     Raises:
         DataError: the file cannot be decoded or is empty.
     """
     import soundfile as sf
-
-    from flowkit import registry
 
     try:
         audio, sr = sf.read(str(audio_path), dtype="float32", always_2d=True)
@@ -62,13 +63,24 @@ def encode_prompt(audio_path: Path, encoder_record: dict, *, max_seconds: float 
     audio = audio.mean(axis=1)
     if audio.size == 0:
         raise DataError(f"--prompt {audio_path}: the file holds no samples")
-    encoder = registry.from_record("encoder", encoder_record)
     target_sr = int(encoder_record.get("params", {}).get("sample_rate", sr))
     if sr != target_sr:
         import soxr
 
         audio = soxr.resample(audio, sr, target_sr).astype(np.float32)
-    return encoder.encode(audio[: int(max_seconds * target_sr)])
+    return audio[: int(max_seconds * target_sr)], target_sr
+
+
+def encode_prompt(audio_path: Path, encoder_record: dict, *, max_seconds: float = 15.0) -> np.ndarray:
+    """Prompt audio -> latents ``[n d]`` with the store's encoder (resampled to its rate).
+
+    Raises:
+        DataError: the file cannot be decoded or is empty.
+    """
+    from flowkit import registry
+
+    audio, _ = load_prompt_audio(audio_path, encoder_record, max_seconds=max_seconds)
+    return registry.from_record("encoder", encoder_record).encode(audio)
 
 
 def synthesize_file(
@@ -125,8 +137,16 @@ def synthesize_file(
     vocoder = vocoder if vocoder is not None else choose_vocoder(run_vocoder=im.vocoder)
     check_vocoder(vocoder, im.encoder, source=f"the latents of {im.checkpoint}")
     prompt_latents = None
+    rate = loudness_id = 0
     if prompt is not None:
-        prompt_latents = np.asarray(im.stats.normalize(encode_prompt(prompt, dict(im.encoder))), dtype=np.float32)
+        from flowkit import registry
+        from flowkit.data.labels import recorded_buckets
+
+        wave, wave_sr = load_prompt_audio(prompt, dict(im.encoder))
+        raw = np.asarray(registry.from_record("encoder", dict(im.encoder)).encode(wave), dtype=np.float32)
+        prompt_latents = np.asarray(im.stats.normalize(raw), dtype=np.float32)
+        # The speaker's pace and level, labelled as prepare labelled the training clips.
+        rate, loudness_id = recorded_buckets(wave, wave_sr, prompt_text, im.frame_rate, int(raw.shape[0]))
     aligned = im.model.cfg.text_path == "aligned"
     if seconds is not None:
         frames, length_from = max(1, round(seconds * im.frame_rate)), "--seconds"
@@ -149,6 +169,8 @@ def synthesize_file(
         prompt_text=encode_text(im.vocab, prompt_text, lang) if prompt is not None else (),
         target_frames=frames,
         language=im.language_id(lang),
+        rate=rate,
+        loudness=loudness_id,
     )
     (latents,) = generate(im, [utterance], steps=steps, cfg_strength=cfg_strength, seed=seed)
     audio, sr = vocoder(latents, im.encoder)

@@ -18,7 +18,8 @@ through the run's vocoder), per language like the probe's own.
 What is fixed: the sentences (spread evenly over the split, per language, at most
 ``sentences`` each), each one's prompt (the next chosen sentence of the same speaker
 that is at most 300 frames long, whole, with its text), the target length (the
-sentence's own frames), the noise (a generator derived from the run's seed), t and noise
+sentence's own frames) and its labels (the emotion, rate and loudness buckets it was
+recorded with: the model was trained on them, never on "unknown"), the noise (a generator derived from the run's seed), t and noise
 of the text-gain loss. So two probes of the same weights give the same numbers, and the
 probe never draws from the training streams: it runs inside a guard that restores the
 global Python, numpy and torch generators, which is what keeps a resume bit-identical
@@ -109,7 +110,9 @@ class ProbeSettings:
 
 @attrs.frozen
 class ProbeSentence:
-    """One probe sentence: its segment, text, language, true frames and prompt segment."""
+    """One probe sentence: its segment, text, language, true frames and prompt segment, and
+    the labels it was recorded with (emotion, intensity, rate and loudness buckets; 0 / ""
+    unknown), which condition its synthesis as they conditioned its training."""
 
     segment_id: str
     text: str
@@ -117,6 +120,10 @@ class ProbeSentence:
     speaker: str
     n_frames: int
     prompt_id: str | None
+    emotion: str = ""
+    intensity: float = float("nan")
+    rate: int = 0
+    loudness: int = 0
 
 
 @contextlib.contextmanager
@@ -223,7 +230,9 @@ class ProbeRunner:
         latents = dict(zip(needed, dataset.read(needed), strict=True))
         self.sentences = [
             ProbeSentence(segments[i].segment_id, segments[i].text, segments[i].language, segments[i].speaker,
-                          int(segments[i].n_frames), None if prompts[i] is None else segments[prompts[i]].segment_id)
+                          int(segments[i].n_frames), None if prompts[i] is None else segments[prompts[i]].segment_id,
+                          segments[i].emotion, float(segments[i].intensity), int(segments[i].rate),
+                          int(segments[i].loudness))
             for i in chosen
         ]
         self._truth = [np.asarray(latents[i], dtype=np.float32) for i in chosen]
@@ -246,7 +255,7 @@ class ProbeRunner:
     # ---- pieces ----
 
     def _utterances(self) -> list[Any]:
-        from flowkit.synth.sample import Utterance
+        from flowkit.synth.sample import Utterance, recorded_labels
 
         out = []
         for s, prompt, prompt_text in zip(self.sentences, self._prompts, self._prompt_texts, strict=True):
@@ -256,6 +265,7 @@ class ProbeRunner:
                 prompt_text=self.vocab.encode(prompt_text) if prompt is not None else (),
                 target_frames=s.n_frames,
                 language=self.languages.index(s.language) + 1 if s.language in self.languages else 0,
+                **recorded_labels(s),
             ))
         return out
 

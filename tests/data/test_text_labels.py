@@ -45,3 +45,24 @@ def test_labels():
     assert [labels.rate_bucket(x) for x in (5, 8, 12, 15.9, 30, math.nan)] == [1, 2, 3, 4, 5, 0]
     assert [labels.loudness_bucket(x) for x in (-40, -30, -23, -16, -10, -math.inf)] == [1, 2, 3, 4, 5, 0]
     assert labels.N_RATE_BUCKETS == len(labels.RATE_EDGES_CPS) + 1
+
+
+def test_recorded_buckets_label_a_clip_as_prepare_did():
+    """Synthesis labels its prompt with `recorded_buckets`; on the bundled clips it gives the
+    rate and loudness buckets the demo store was prepared with."""
+    from flowkit import registry
+    from flowkit.data.dataset import LatentDataset
+    from flowkit.data.demo import demo_clips_path, demo_store_path
+    from flowkit.data.importers.sources import load_item_audio
+
+    ds = LatentDataset.open([demo_store_path()], "train")
+    record = dict(ds._readers[0].attrs["encoder"])
+    segments = [s for s in ds.segments if s.rate > 0][:4]
+    ds.close()
+    assert len(segments) == 4
+    encoder = registry.from_record("encoder", record)
+    sr = int(record["params"]["sample_rate"])
+    for seg in segments:
+        wave = load_item_audio(demo_clips_path() / "wavs" / f"{seg.segment_id}.flac", sr)
+        got = labels.recorded_buckets(wave, sr, seg.text, float(encoder.frame_rate), seg.n_frames)
+        assert got == (seg.rate, seg.loudness), seg.segment_id

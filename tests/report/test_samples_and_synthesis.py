@@ -167,3 +167,34 @@ def test_synthesis_reads_its_components_from_the_checkpoint_not_the_config(tmp_p
 
     with pytest.raises(Exception, match="not_installed_here"):
         _run_components({key: value for key, value in meta.items() if key != "synthesis"})
+
+
+def test_synthesize_conditions_on_the_prompts_rate_and_loudness(aligned_checkpoint: Path, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prompt sets the speaking-rate and loudness buckets as prepare would label it (the model
+    never trained on "unknown"); without a prompt they stay unknown (0)."""
+    from flowkit.data import labels
+    from flowkit.data.demo import demo_clips_path
+    from flowkit.synth import inference
+
+    seen = []
+    real_generate = inference.generate
+
+    def spy(im, utterances, **kwargs):
+        seen.extend(utterances)
+        return real_generate(im, utterances, **kwargs)
+
+    monkeypatch.setattr(inference, "generate", spy)
+    clip = demo_clips_path() / "wavs" / "allison_en_agent-loggedoff.flac"
+    words = "agent logged off"
+    synthesize_file(aligned_checkpoint, "la mora", tmp_path / "p.wav", prompt=clip, prompt_text=words, steps=2,
+                    language="en")
+    synthesize_file(aligned_checkpoint, "la mora", tmp_path / "n.wav", steps=2, language="en")
+    wave, sr = sf.read(str(clip), dtype="float32")
+    wave = wave if wave.ndim == 1 else wave.mean(axis=1)
+    import soxr
+
+    wave = soxr.resample(wave, sr, 16000).astype(np.float32) if sr != 16000 else wave
+    expected = labels.recorded_buckets(wave, 16000, words, 100.0, len(wave) // HOP + 1)
+    assert (seen[0].rate, seen[0].loudness) == expected and expected[0] > 0 and expected[1] > 0
+    assert (seen[1].rate, seen[1].loudness) == (0, 0)

@@ -111,6 +111,33 @@ def test_probe_is_deterministic_and_leaves_global_generators_alone(probed: Path)
     assert logged["probe_wer"] == first["probe_wer"] and logged["probe_cer"] == first["probe_cer"]
 
 
+def test_probe_conditions_on_the_recorded_labels(probed: Path) -> None:
+    """The model never trains on "unknown" rate and loudness buckets (every prepared clip has
+    them), so the probe gives each sentence the labels it was recorded with."""
+    from flowkit import registry
+    from flowkit.data.dataset import LatentDataset
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.train import checkpoint
+    from flowkit.train.probe import ProbeRunner, ProbeSettings
+
+    registry.load_plugins()
+    newest, _ = checkpoint.find_latest(probed / "checkpoints")
+    im = load_inference_model(newest, weights="ema")
+    data = LatentDataset.open(list(im.stores), "train")
+    segments = {s.segment_id: s for s in data.segments}
+    runner = ProbeRunner(ProbeSettings(sentences=2, split="train", solver_steps=4), data, stats=im.stats,
+                         vocab=im.vocab, languages=im.languages, schedule=im.schedule, solver=im.solver,
+                         vocoder=GriffinLim(), encoder=dict(im.encoder), run_seed=0, device="cpu")
+    data.close()
+    utterances = runner._utterances()
+    assert len(utterances) == 2
+    for sentence, u in zip(runner.sentences, utterances, strict=True):
+        seg = segments[sentence.segment_id]
+        assert (u.rate, u.loudness) == (seg.rate, seg.loudness)
+        assert u.rate > 0 and u.loudness > 0
+
+
 def test_probe_settings_refuse_bad_values() -> None:
     from flowkit.train.probe import ProbeSettings
 
