@@ -244,9 +244,10 @@ class ModelOutput:
     log_duration: torch.Tensor | None = None
 
 
-def _masked(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """``x [b L c]`` with positions where ``mask [b L]`` is False set to exactly zero."""
-    return x.masked_fill(~mask[..., None], 0.0)
+def _masked(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """``x [b L c]`` with positions where ``mask [b L]`` is False set to exactly zero
+    (``x`` itself when ``mask`` is None: every position valid)."""
+    return x if mask is None else x.masked_fill(~mask[..., None], 0.0)
 
 
 def sinusoidal_embedding(t: torch.Tensor, dim: int, *, f5: bool = False) -> torch.Tensor:
@@ -326,7 +327,8 @@ class GlobalResponseNorm(nn.Module):
         self.gamma = nn.Parameter(torch.zeros(dim))
         self.beta = nn.Parameter(torch.zeros(dim))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``x [b L c]``, ``mask [b L]`` the valid positions (None: all)."""
         x = _masked(x, mask)  # padding must not enter the sequence norm
         gx = torch.linalg.vector_norm(x, dim=1, keepdim=True)
         nx = gx / (gx.mean(dim=-1, keepdim=True) + 1e-6)
@@ -344,7 +346,8 @@ class ConvNeXtBlock(nn.Module):
         self.grn = GlobalResponseNorm(2 * dim)
         self.down = nn.Linear(2 * dim, dim)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``x [b L c]``, ``mask [b L]`` the valid positions (None: all)."""
         h = self.dwconv(_masked(x, mask).transpose(1, 2)).transpose(1, 2)
         h = self.grn(F.gelu(self.up(self.norm(h))), mask)
         return _masked(x + self.down(h), mask)
@@ -362,7 +365,7 @@ class TextEncoder(nn.Module):
     """Character ids ``[b L]`` -> ``[b L text_dim]``: embedding and ConvNeXt layers (F5-TTS).
 
     ``L`` is the frame count on the unaligned path and the character count on the aligned
-    one; positions where ``mask`` is False come out zero.
+    one; positions where ``mask`` is False come out zero (``mask`` None: every position valid).
     """
 
     def __init__(self, vocab_size: int, dim: int, layers: int) -> None:
@@ -370,7 +373,7 @@ class TextEncoder(nn.Module):
         self.embed = nn.Embedding(vocab_size, dim)
         self.blocks = nn.ModuleList(ConvNeXtBlock(dim) for _ in range(layers))
 
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         x = _masked(self.embed(ids), mask)
         for block in self.blocks:
             x = block(x, mask)
@@ -390,36 +393,44 @@ class ConvPositionEmbedding(nn.Module):
         self.conv1 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
         self.conv2 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        h = self.act(self.conv1(_masked(x, mask).transpose(1, 2)))
-        h = self.act(self.conv2(_masked(h.transpose(1, 2), mask).transpose(1, 2)))
-        return x + _masked(h.transpose(1, 2), mask)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``x [b n c]`` plus the embedding; ``mask [b n]`` the valid frames (None: all)."""
+        drop = None if mask is None else ~mask[:, None, :]  # [b 1 n]: masks in the conv layout
+        h = self.act(self.conv1(_masked(x, mask).transpose(1, 2)))  # [b c n]
+        if drop is not None:
+            h = h.masked_fill(drop, 0.0)
+        h = self.act(self.conv2(h))
+        if drop is not None:
+            h = h.masked_fill(drop, 0.0)
+        return x + h.transpose(1, 2)
 
 
-def rotary_tables(n: int, head_dim: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(cos, sin)`` ``[n head_dim/2]`` for positions ``0..n-1`` (RoFormer, base 10^4)."""
+def rotary_tables(n: int, head_dim: int, device: torch.device) -> torch.Tensor:
+    """``cos + i sin`` (complex64) ``[n 1 head_dim/2]`` for positions ``0..n-1`` (RoFormer,
+    base 10^4), the same rotation for every head."""
     inv = 1.0 / (
         10_000.0 ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
     )
     angle = torch.arange(n, device=device, dtype=torch.float32)[:, None] * inv[None, :]
-    return torch.cos(angle), torch.sin(angle)
+    return torch.complex(torch.cos(angle), torch.sin(angle))[:, None, :]
 
 
 def rotary_tables_on_heads(
     n: int, head_dim: int, heads: int, rotated: int, device: torch.device
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(cos, sin)`` ``[heads n head_dim/2]`` rotating only the first ``rotated`` heads
-    (F5-TTS's ``pe_attn_head``); the others get the identity (cos 1, sin 0: exact)."""
-    cos, sin = rotary_tables(n, head_dim, device)
-    keep = (torch.arange(heads, device=device) < rotated)[:, None, None]
-    return torch.where(keep, cos, torch.ones_like(cos)), torch.where(keep, sin, torch.zeros_like(sin))
+) -> torch.Tensor:
+    """``cos + i sin`` ``[n heads head_dim/2]`` rotating only the first ``rotated`` heads
+    (F5-TTS's ``pe_attn_head``); the others get the identity (1 + 0i: exact)."""
+    table = rotary_tables(n, head_dim, device)
+    keep = (torch.arange(heads, device=device) < rotated)[None, :, None]
+    return torch.where(keep, table, torch.ones_like(table))
 
 
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate channel pairs of ``x [b h n hd]`` by position-dependent angles."""
-    x1, x2 = x[..., 0::2].float(), x[..., 1::2].float()
-    out = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], dim=-1).flatten(-2)
-    return out.to(x.dtype)
+def apply_rotary(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Rotate the channel pairs ``(x[2j], x[2j+1])`` of ``x [b n h hd]`` by the angles of
+    ``table`` (complex, broadcast to ``[b n h hd/2]``, from `rotary_tables`): one complex
+    multiply, in float32 for any dtype of ``x``."""
+    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
+    return torch.view_as_real(pairs * table).flatten(-2).to(x.dtype)
 
 
 def _varlen_kernel() -> Any:
@@ -434,7 +445,7 @@ def _varlen_kernel() -> Any:
 def segment_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packed: PackedIndex
 ) -> torch.Tensor:
-    """Attention confined to each item of a packed sequence: ``[1 h T hd]`` in and out.
+    """Attention confined to each item of a packed sequence: ``[1 h T hd]`` in and out (any strides).
 
     On CUDA in half precision one variable-length flash-attention call covers every item
     (cumulative lengths ``packed.cu_seqlens``); elsewhere each item is its own fused
@@ -473,12 +484,17 @@ class Attention(nn.Module):
     def forward(
         self,
         x: torch.Tensor,
-        rope: tuple[torch.Tensor, torch.Tensor],
+        rope: torch.Tensor,
         packed: PackedIndex | None = None,
     ) -> torch.Tensor:
+        """``x [b n c]`` (or packed ``[1 T c]``); ``rope`` the rotary table of its frames
+        (`rotary_tables`: ``[n 1|h hd/2]``)."""
         b, n, c = x.shape
-        q, k, v = self.qkv(x).view(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
-        q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        # Heads stay in the frame-major layout [b n h hd] of the projection (SDPA takes the
+        # [b h n hd] view of it), so the backward pass stacks the q, k, v gradients straight
+        # into the projection's layout instead of stacking them head-major and copying.
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, c // self.heads).unbind(2)
+        q, k, v = apply_rotary(q, rope).transpose(1, 2), apply_rotary(k, rope).transpose(1, 2), v.transpose(1, 2)
         if packed is None:
             o = F.scaled_dot_product_attention(q, k, v)  # no mask, no dropout: fused kernels
         else:
@@ -509,15 +525,17 @@ class DiTBlock(nn.Module):
         self,
         x: torch.Tensor,
         c: torch.Tensor,
-        rope: tuple[torch.Tensor, torch.Tensor],
+        rope: torch.Tensor,
         packed: PackedIndex | None = None,
     ) -> torch.Tensor:
-        """``x [b n c]`` (or packed ``[1 T c]``), conditioning ``c [b c]`` per item."""
+        """``x [b n c]`` (or packed ``[1 T c]``), conditioning ``c [b c]`` per item, rotary
+        table ``rope`` (see `Attention`)."""
         mod = self.modulation(F.silu(c))
         mod = mod[:, None, :] if packed is None else packed.per_frame(mod)
         shift1, scale1, gate1, shift2, scale2, gate2 = mod.chunk(6, dim=-1)
-        x = x + gate1 * self.attn(self.attn_norm(x) * (1 + scale1) + shift1, rope, packed)
-        return x + gate2 * self.ff(self.ff_norm(x) * (1 + scale2) + shift2)
+        # addcmul: shift + norm * (1 + scale) and x + gate * branch, one pass each
+        x = torch.addcmul(x, gate1, self.attn(torch.addcmul(shift1, self.attn_norm(x), 1 + scale1), rope, packed))
+        return torch.addcmul(x, gate2, self.ff(torch.addcmul(shift2, self.ff_norm(x), 1 + scale2)))
 
 
 class FinalLayer(nn.Module):
@@ -535,7 +553,7 @@ class FinalLayer(nn.Module):
     def forward(self, x: torch.Tensor, c: torch.Tensor, packed: PackedIndex | None = None) -> torch.Tensor:
         mod = self.modulation(F.silu(c))
         shift, scale = (mod[:, None, :] if packed is None else packed.per_frame(mod)).chunk(2, dim=-1)
-        return self.proj(self.norm(x) * (1 + scale) + shift)
+        return self.proj(torch.addcmul(shift, self.norm(x), 1 + scale))
 
 
 class DurationFiLM(nn.Module):
@@ -654,9 +672,9 @@ class DiT(nn.Module):
             "n_languages": self.n_languages,
         }
 
-    def rotary(self, n: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-        """Rotary ``(cos, sin)`` for ``n`` frames: ``[n hd/2]``, or ``[h n hd/2]`` when only
-        the first heads rotate (F5-TTS's ``pe_attn_head``)."""
+    def rotary(self, n: int, device: torch.device) -> torch.Tensor:
+        """Rotary table (complex ``cos + i sin``) for ``n`` frames: ``[n 1 hd/2]``, or
+        ``[n h hd/2]`` when only the first heads rotate (F5-TTS's ``pe_attn_head``)."""
         rotated = self.cfg.f5_options.get("pe_attn_head")
         if rotated is None:
             return rotary_tables(n, self.head_dim, device)
@@ -684,8 +702,10 @@ class DiT(nn.Module):
         return self._encode_chars(cond)[1]
 
     def _text_frames(
-        self, cond: Conditions, phase: str
+        self, cond: Conditions, phase: str, valid: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Text features on frames ``[b n text_dim]`` and the aligned path's log durations;
+        ``valid`` is ``cond.frame_mask``, or None when every frame is valid."""
         n = cond.num_frames
         if self.cfg.text_path == "unaligned":
             # F5-TTS: ids fill the first frames, the filler id 0 the rest of the item's frames;
@@ -696,7 +716,7 @@ class DiT(nn.Module):
             ids = ids.masked_fill(~cond.frame_mask, 0)
             if self.cfg.arch != "flowkit":  # F5-TTS encodes a dropped text as filler ids
                 return self.text(ids, cond.frame_mask, cond.drop_text, confine=True), None
-            return self.text(ids, cond.frame_mask), None
+            return self.text(ids, valid), None
         chars, log_duration = self._encode_chars(cond)
         # The placement is a step function of the durations (frame boundaries are rounded),
         # so it has no useful gradient; detaching keeps the flow loss from reaching the
@@ -729,24 +749,25 @@ class DiT(nn.Module):
                 f"and latent_dim {self.latent_dim}"
             )
         frame = cond.frame_mask
+        layout = cond.layout if cond.layout is not None else PackLayout.plan(frame.sum(1).tolist())
+        dense = layout.is_dense(n)
+        valid = None if dense else frame  # a batch without padding takes no frame masking
         show_prompt = frame & ~cond.target_mask & ~cond.drop_prompt[:, None]
         prompt = _masked(cond.prompt.to(x_t.dtype), show_prompt)
-        text, log_duration = self._text_frames(cond, phase)
+        text, log_duration = self._text_frames(cond, phase, valid)
         if self.cfg.arch == "flowkit":
             text = _masked(text, ~cond.drop_text[:, None].expand(b, n))
-        h = self.input_proj(torch.cat([_masked(x_t, frame), prompt, text.to(x_t.dtype)], dim=-1))
+        h = self.input_proj(torch.cat([_masked(x_t, valid), prompt, text.to(x_t.dtype)], dim=-1))
         if self.conv_pos is not None:
-            h = self.conv_pos(h, frame)
+            h = self.conv_pos(h, valid)
         c = self.time(t.to(x_t.device))
         if self.globals is not None:
             c = c + self.globals(cond)
-        layout = cond.layout if cond.layout is not None else PackLayout.plan(frame.sum(1).tolist())
-        if layout.is_dense(n):
+        if dense:
             packed, rope = None, self.rotary(n, x_t.device)
         else:
             packed = layout.index(n, x_t.device)
-            cos, sin = self.rotary(max(packed.max_len, 1), x_t.device)
-            rope = (cos.index_select(-2, packed.pos), sin.index_select(-2, packed.pos))
+            rope = self.rotary(max(packed.max_len, 1), x_t.device).index_select(0, packed.pos)
             h = packed.pack(h)
         skip = h
         for block in self.blocks:
@@ -757,5 +778,5 @@ class DiT(nn.Module):
         if self.long_skip is not None:
             h = self.long_skip(torch.cat([h, skip], dim=-1))
         out = self.final(h, c, packed)
-        out = _masked(out, frame) if packed is None else packed.unpack(out, b)
+        out = out if packed is None else packed.unpack(out, b)  # dense: no padding to zero
         return ModelOutput(output=out, log_duration=log_duration)
