@@ -111,7 +111,7 @@ def spectrograms(run: Path, out: Path) -> None:
     from flowkit.data.dataset import LatentDataset
     from flowkit.report.plots import spectrograms_png
     from flowkit.synth.inference import generate, load_inference_model
-    from flowkit.synth.sample import Utterance
+    from flowkit.synth.sample import Utterance, recorded_labels
     from flowkit.train import checkpoint
 
     path, _ = checkpoint.find_latest(run / "checkpoints")
@@ -129,7 +129,8 @@ def spectrograms(run: Path, out: Path) -> None:
         # would keep text its audio no longer has)
         prompt = np.asarray(im.stats.normalize(lat[2 + k]), dtype=np.float32)
         u = Utterance(text=im.vocab.encode(segs[i].text), prompt=prompt, prompt_text=im.vocab.encode(segs[picks[k] + 1].text),
-                      target_frames=int(segs[i].n_frames), language=im.language_id("en"))
+                      target_frames=int(segs[i].n_frames), language=im.language_id("en"),
+                      **recorded_labels(segs[i]))
         gen = generate(im, [u])[0]
         panels += [(f'generated: "{segs[i].text}"', gen), ("ground truth", lat[k].astype(np.float32))]
     out.write_bytes(spectrograms_png(panels, frame_rate=im.frame_rate))

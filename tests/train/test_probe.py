@@ -138,6 +138,41 @@ def test_probe_conditions_on_the_recorded_labels(probed: Path) -> None:
         assert u.rate > 0 and u.loudness > 0
 
 
+def test_probe_pools_its_noise_draws(probed: Path) -> None:
+    from flowkit import registry
+    from flowkit.data.dataset import LatentDataset
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.train import checkpoint
+    from flowkit.train.probe import ProbeRunner, ProbeSettings
+
+    registry.load_plugins()
+    newest, _ = checkpoint.find_latest(probed / "checkpoints")
+    im = load_inference_model(newest, weights="ema")
+    data = LatentDataset.open(list(im.stores), "train")
+    real = registry.build("asr", "pocketsphinx")
+    heard = []
+
+    class Counting:  # the real recogniser, counting what it hears
+        languages = real.languages
+
+        def transcribe(self, audio, sr, language):
+            heard.append(len(audio))
+            return real.transcribe(audio, sr, language)
+
+    settings = ProbeSettings(asr=Counting(), sentences=2, split="train", solver_steps=4, draws=3)
+    runner = ProbeRunner(settings, data, stats=im.stats, vocab=im.vocab, languages=im.languages,
+                         schedule=im.schedule, solver=im.solver, vocoder=GriffinLim(), encoder=dict(im.encoder),
+                         run_seed=0, device="cpu")
+    data.close()
+    values = runner.probe(im.model)
+    assert len(heard) == 6  # 2 sentences x 3 draws, all scored
+    assert len(runner.last_hypotheses) == 2 and len(runner.last_audio) == 2
+    assert 0.0 <= values["probe_wer"] and 0.0 <= values["probe_cer"] <= 1.5
+    with pytest.raises(ConfigError, match="Probe.draws = 0"):
+        ProbeSettings(draws=0)
+
+
 def test_probe_settings_refuse_bad_values() -> None:
     from flowkit.train.probe import ProbeSettings
 
