@@ -4,8 +4,11 @@ Both models have dim 256, depth 4, 4 heads of 64, feed-forward x2, text dim 128,
 ConvNeXt text layers, dropout 0.1 and take 100-dim mel frames; each step is one
 forward + backward + AdamW update of a batch of ``--batch`` items of ``--frames`` frames
 (no padding: F5-TTS trains without an attention mask, its issue #1118). flowkit runs its
-unaligned (F5-TTS) and its aligned (E11) text path against the same F5-TTS step. The two
-sides alternate step by step in one process, so load from other processes affects both.
+unaligned (F5-TTS) and its aligned (E11) text path against the same F5-TTS step. Each side
+sets up its optimizer as its own trainer does (F5-TTS: ``AdamW(model.parameters())``;
+flowkit: `flowkit.train.optimization.build_optimizer`, fused AdamW, and the training loop's
+multi-tensor gradient clipping). The two sides alternate step by step in one process, so
+load from other processes affects both.
 
 F5-TTS is read from its source tree (e.g. a checkout of SWivid/F5-TTS); its audio front end
 (torchaudio, librosa mel) and tokenisers are never called in a training step from latents,
@@ -94,12 +97,15 @@ class FlowkitSide:
         from flowkit.losses import MaskedMSE
         from flowkit.model.dit import DiTConfig
         from flowkit.train.objective import loss_names
+        from flowkit.train.optimization import build_optimizer
 
         torch.manual_seed(0)
         config = DiTConfig(preset="small", dim=DIM, depth=DEPTH, heads=HEADS, ff_mult=FF_MULT, text_dim=TEXT_DIM,
                            conv_layers=CONV_LAYERS, dropout=DROPOUT, text_path=text_path)
         self.model = config.build(MEL, VOCAB, 1)
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
+        # flowkit's own optimizer (flowkit.train.run): AdamW, fused on the CPU too
+        self.opt = build_optimizer(self.model, lr=1e-4, betas=(0.9, 0.999), weight_decay=0.01,
+                                   device=torch.device("cpu"))
         self.schedule, self.t_sampler, self.losses = FlowMatching(), Uniform(), [MaskedMSE()]
         if text_path == "aligned":
             from flowkit.losses import DurationL1
@@ -152,7 +158,7 @@ class FlowkitSide:
                               autocast=False)
         shares = unit_weighted(named, {k: max(v, 1.0) for k, v in unit_sums([self.cond]).items()})
         sum((term.weight * shares[term.name] for term in named), torch.zeros(())).backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
 

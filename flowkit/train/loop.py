@@ -320,7 +320,8 @@ class TrainingLoop:
         if self.dist.enabled:
             loss, terms = self._global_loss(loss, terms)
         max_norm = s.grad_clip if s.grad_clip is not None else math.inf
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+        # foreach: one multi-tensor norm (on the CPU torch's default is a per-tensor loop, 5x slower)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm, foreach=True)
         # The one sync of a step: a NaN/inf must not reach the weights, the EMA or Adam's moments.
         finite = bool(torch.isfinite(loss) & torch.isfinite(grad_norm))
         skipped = not finite and self._nonfinite(loss, grad_norm)
