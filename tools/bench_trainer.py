@@ -15,13 +15,16 @@ padding share of the padded batch and of the packed rows the transformer runs on
 build (``batch build: ...``), and ``data stall at a 10 ms step: X %`` -- the share of time
 a training thread that needs 10 ms per step (a GPU) waits for its next batch, with the
 batches built in a background thread up to ``Trainer.prefetch_steps`` steps ahead
-(target < 1 %). Say the machine's load (``uptime``) with the figures: on a busy machine a
+(target < 1 %), with the longest wait and the page faults of the prefetched builds (a
+build that faults its arrays in afresh is a long one: flowkit/batching/host_memory.py).
+It first keeps freed memory in the process, as ``flowkit train`` does. Say the machine's load (``uptime``) with the figures: on a busy machine a
 build waits for a core.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import statistics
 import sys
 import tempfile
@@ -83,8 +86,17 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
         times.sort()
         print(f"batch build: median {1e3 * statistics.median(times):.2f} ms, 90th percentile "
               f"{1e3 * times[int(0.9 * (len(times) - 1))]:.2f} ms  ({gin}, {len(times)} batches)")
+        faults: list[int] = []  # minor page faults of each prefetched build (its own thread's)
+
+        def counted_build(build=build, faults=faults):
+            before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+            batch = build()
+            faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
+            return batch
+
         for enabled in (False, True):
-            prefetcher = StepPrefetcher(build, lambda: None, enabled=enabled, depth=s.prefetch_steps)
+            prefetcher = StepPrefetcher(counted_build if enabled else build, lambda: None, enabled=enabled,
+                                        depth=s.prefetch_steps)
             waits = []
             for _ in range(steps):
                 started = time.perf_counter()
@@ -95,7 +107,9 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
             stall = sum(waits[2:]) / (sum(waits[2:]) + 0.010 * (steps - 2))
             label = f"prefetch on, {s.prefetch_steps} steps ahead" if enabled else "prefetch off"
             print(f"data stall at a 10 ms step: {100 * stall:.1f} %  ({gin}, {label}; median wait "
-                  f"{1e3 * statistics.median(waits[2:]):.1f} ms; target < 1 %)")
+                  f"{1e3 * statistics.median(waits[2:]):.1f} ms, longest {1e3 * max(waits[2:]):.1f} ms; target < 1 %)")
+        print(f"page faults of the prefetched builds: {sum(faults)} in {len(faults)}; builds with more than "
+              f"1000: {sum(f > 1000 for f in faults)}  ({gin}; see flowkit/batching/host_memory.py)")
         ds.close()
 
 
@@ -108,6 +122,9 @@ def main() -> None:
     parser.add_argument("-b", "--binding", action="append", default=[],
                         help='gin binding for the --corpus figures, e.g. -b "Trainer.prefetch_steps = 4"')
     args = parser.parse_args()
+    from flowkit.batching.host_memory import keep_freed_memory
+
+    keep_freed_memory()  # as flowkit train does first thing (flowkit.train.run)
     if args.corpus is not None:
         corpus_figures(args.corpus.resolve(), args.stall_steps, args.binding)
 

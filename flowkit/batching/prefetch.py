@@ -9,7 +9,9 @@ already built). A thread, not a worker process: the build spends much of its tim
 copies, torch conversions and file reads, which release the GIL; a process would have to
 pickle every batch back (and reopen the zarr stores, see the design notes on forking after
 zarr), which measured slower on 2 cores. One thread, not several: the builds of successive
-steps share the data stream, so they run one after another, in step order.
+steps share the data stream, so they run one after another, in step order. Starting the
+thread also keeps freed host memory in the process (`flowkit.batching.host_memory`): a
+build whose padded arrays had to be faulted in afresh was what stalled the steps.
 
 Bit-identical resume still holds. The batches are built by the same code, in the same
 order, from the same sampler position and data stream as without prefetching -- only
@@ -28,6 +30,8 @@ from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
 import attrs
+
+from flowkit.batching.host_memory import keep_freed_memory
 
 __all__ = ["Prefetched", "StepPrefetcher"]
 
@@ -88,6 +92,7 @@ class StepPrefetcher(Generic[T]):
                 return
 
     def _start(self) -> None:
+        keep_freed_memory()  # the builds reuse freed memory instead of faulting fresh pages in
         self._stop = threading.Event()
         self._slots = threading.Semaphore(self.depth)
         self._started = 0

@@ -39,6 +39,7 @@ from flowkit import config as gin_config
 from flowkit import registry
 from flowkit.batching.builder import BatchBuilder
 from flowkit.batching.collate import CFGDrop
+from flowkit.batching.host_memory import keep_freed_memory
 from flowkit.batching.pairing import PairingCounts
 from flowkit.batching.samplers import BatchStream
 from flowkit.console import console, err_console
@@ -555,6 +556,7 @@ def _loggers(settings: Trainer) -> list[Any]:
 
 
 def _launch(workspace: Workspace, parsed: Any, device: torch.device, origin: Origin) -> RunOutcome:
+    keep_freed_memory()  # before any other thread allocates (see flowkit.batching.host_memory)
     settings = Trainer()
     if isinstance(origin, Resume) and origin.loaded.step == settings.steps:
         # nothing to train: touch nothing (no resume record, no rewritten report), so a
