@@ -358,13 +358,16 @@ class ProbeRunner:
             model.eval()
             try:
                 space = [i for i in self.vocab.encode(" ") if i > 1]
-                cond = inference_conditions(model, self._utterances() * self.settings.draws,
-                                            separator_ids=space)
-                latents = synthesize(model, cond, schedule=self.schedule, solver=self.solver,
-                                     steps=self.settings.solver_steps, cfg_strength=self.settings.cfg_strength,
-                                     generator=torch.Generator().manual_seed(self.seed))
-                spans = [np.asarray(self.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
-                         for s in target_spans(latents, cond)]
+                cond = inference_conditions(model, self._utterances(), separator_ids=space)
+                spans = []
+                # One batch per draw (draw k's noise from seed + k, so draw 0 is the one-draw
+                # probe): a batch twice as large measured 3x slower on the CPU, not 2x.
+                for k in range(self.settings.draws):
+                    latents = synthesize(model, cond, schedule=self.schedule, solver=self.solver,
+                                         steps=self.settings.solver_steps, cfg_strength=self.settings.cfg_strength,
+                                         generator=torch.Generator().manual_seed(self.seed + k))
+                    spans += [np.asarray(self.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
+                              for s in target_spans(latents, cond)]
                 gain = self._text_gain(model)
             finally:
                 model.train(was_training)
