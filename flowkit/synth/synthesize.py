@@ -24,7 +24,7 @@ import numpy as np
 
 from flowkit.errors import ConfigError, DataError
 
-__all__ = ["CHARS_PER_SECOND", "SynthesisResult", "encode_prompt", "load_prompt_audio", "synthesize_file"]
+__all__ = ["CHARS_PER_SECOND", "SynthesisResult", "load_prompt_audio", "synthesize_file"]
 
 # Read English speech runs at about 14-16 characters per second (spaces included); used
 # only when neither a duration head nor a prompt can size the target.
@@ -69,18 +69,6 @@ def load_prompt_audio(audio_path: Path, encoder_record: dict, *, max_seconds: fl
 
         audio = soxr.resample(audio, sr, target_sr).astype(np.float32)
     return audio[: int(max_seconds * target_sr)], target_sr
-
-
-def encode_prompt(audio_path: Path, encoder_record: dict, *, max_seconds: float = 15.0) -> np.ndarray:
-    """Prompt audio -> latents ``[n d]`` with the store's encoder (resampled to its rate).
-
-    Raises:
-        DataError: the file cannot be decoded or is empty.
-    """
-    from flowkit import registry
-
-    audio, _ = load_prompt_audio(audio_path, encoder_record, max_seconds=max_seconds)
-    return registry.from_record("encoder", encoder_record).encode(audio)
 
 
 def synthesize_file(

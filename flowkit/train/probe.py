@@ -19,8 +19,9 @@ What is fixed: the sentences (spread evenly over the split, per language, at mos
 ``sentences`` each), each one's prompt (the next chosen sentence of the same speaker
 that is at most 300 frames long, whole, with its text), the target length (the
 sentence's own frames) and its labels (the emotion, rate and loudness buckets it was
-recorded with: the model was trained on them, never on "unknown"), the noise (a generator derived from the run's seed), t and noise
-of the text-gain loss. So two probes of the same weights give the same numbers, and the
+recorded with: the model was trained on them, never on "unknown"), the noise (a generator
+derived from the run's seed; draw k of ``Probe.draws`` from that seed + k), t and noise of
+the text-gain loss. So two probes of the same weights give the same numbers, and the
 probe never draws from the training streams: it runs inside a guard that restores the
 global Python, numpy and torch generators, which is what keeps a resume bit-identical
 with the probe on. Its time is logged as ``probe_s`` (a wall-clock field).
