@@ -47,7 +47,7 @@ from torch import nn
 from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
 from flowkit.errors import ConfigError
 from flowkit.model.conditions import Conditions
-from flowkit.model.cpu_kernels import Dropout, GroupedConv1d
+from flowkit.model.cpu_kernels import Dropout, GroupedConv1d, Linear
 from flowkit.model.durations import durations_from_log, place_chars
 from flowkit.model.f5_arch import ARCHS, F5TextEncoder, f5_arch_options, f5_time_sinusoid, mish
 from flowkit.model.packing import PackedIndex, PackLayout
@@ -269,7 +269,7 @@ class TimeEmbedding(nn.Module):
     def __init__(self, dim: int, f5: bool = False) -> None:
         super().__init__()
         self.f5 = f5
-        self.mlp = nn.Sequential(nn.Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), nn.Linear(dim, dim))
+        self.mlp = nn.Sequential(Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), Linear(dim, dim))
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
         return self.mlp(sinusoidal_embedding(t, _TIME_FREQ_DIM, f5=self.f5))
@@ -282,7 +282,7 @@ class EmotionEmbedding(nn.Module):
         super().__init__()
         self.emotion = nn.Embedding(len(EMOTIONS) + 1, dim)
         # Inputs: intensity (0 where unknown) and the known flag, so "unknown" is not "intensity 0".
-        self.intensity = nn.Linear(2, dim)
+        self.intensity = Linear(2, dim)
 
     def forward(self, cond: Conditions) -> torch.Tensor:
         known = cond.emotion_known
@@ -342,9 +342,9 @@ class ConvNeXtBlock(nn.Module):
         super().__init__()
         self.dwconv = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=dim)
         self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.up = nn.Linear(dim, 2 * dim)
+        self.up = Linear(dim, 2 * dim)
         self.grn = GlobalResponseNorm(2 * dim)
-        self.down = nn.Linear(2 * dim, dim)
+        self.down = Linear(2 * dim, dim)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """``x [b L c]``, ``mask [b L]`` the valid positions (None: all)."""
@@ -477,8 +477,8 @@ class Attention(nn.Module):
     def __init__(self, dim: int, heads: int, dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.out = nn.Linear(dim, dim)
+        self.qkv = Linear(dim, 3 * dim)
+        self.out = Linear(dim, dim)
         self.drop = Dropout(dropout)
 
     def forward(
@@ -508,17 +508,17 @@ class DiTBlock(nn.Module):
 
     def __init__(self, dim: int, heads: int, ff_mult: int, dropout: float) -> None:
         super().__init__()
-        self.modulation = nn.Linear(dim, 6 * dim)
+        self.modulation = Linear(dim, 6 * dim)
         nn.init.zeros_(self.modulation.weight)
         nn.init.zeros_(self.modulation.bias)
         self.attn_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(dim, heads, dropout)
         self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.ff = nn.Sequential(
-            nn.Linear(dim, ff_mult * dim),
+            Linear(dim, ff_mult * dim),
             nn.GELU(approximate="tanh"),
             Dropout(dropout),
-            nn.Linear(ff_mult * dim, dim),
+            Linear(ff_mult * dim, dim),
         )
 
     def forward(
@@ -543,9 +543,9 @@ class FinalLayer(nn.Module):
 
     def __init__(self, dim: int, out_dim: int) -> None:
         super().__init__()
-        self.modulation = nn.Linear(dim, 2 * dim)
+        self.modulation = Linear(dim, 2 * dim)
         self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.proj = nn.Linear(dim, out_dim)
+        self.proj = Linear(dim, out_dim)
         for layer in (self.modulation, self.proj):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)
@@ -567,7 +567,7 @@ class DurationFiLM(nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.emotion = EmotionEmbedding(hidden)
-        self.proj = nn.Linear(hidden, 2 * hidden)
+        self.proj = Linear(hidden, 2 * hidden)
         nn.init.zeros_(self.proj.weight)
         nn.init.zeros_(self.proj.bias)
 
@@ -595,7 +595,7 @@ class DurationHead(nn.Module):
         self.film = DurationFiLM(hidden) if emotion else None
         self.mid = nn.Conv1d(hidden, hidden, 3, padding=1)
         self.norm2 = nn.LayerNorm(hidden)
-        self.out = nn.Linear(hidden, 1)
+        self.out = Linear(hidden, 1)
 
     def forward(self, chars: torch.Tensor, mask: torch.Tensor, cond: Conditions) -> torch.Tensor:
         h = self.inp(_masked(chars, mask).transpose(1, 2)).transpose(1, 2)
@@ -636,7 +636,7 @@ class DiT(nn.Module):
             )
             # Frames of a valid region that no character covers (pauses between units).
             self.gap = nn.Parameter(torch.zeros(text_dim))
-        self.input_proj = nn.Linear(2 * latent_dim + text_dim, dim)
+        self.input_proj = Linear(2 * latent_dim + text_dim, dim)
         self.conv_pos = (
             ConvPositionEmbedding(dim, cfg.conv_pos_kernel, f5=f5) if cfg.conv_pos_kernel else None
         )
@@ -645,7 +645,7 @@ class DiT(nn.Module):
         self.blocks = nn.ModuleList(
             DiTBlock(dim, s["heads"], s["ff_mult"], float(s["dropout"])) for _ in range(s["depth"])
         )
-        self.long_skip = nn.Linear(2 * dim, dim, bias=False) if cfg.long_skip else None
+        self.long_skip = Linear(2 * dim, dim, bias=False) if cfg.long_skip else None
         self.final = FinalLayer(dim, latent_dim)
 
     def compile_blocks(self, **options: Any) -> None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from flowkit.model.cpu_kernels import Dropout, GroupedConv1d
+from flowkit.model.cpu_kernels import ONEDNN_MIN_ROWS, Dropout, GroupedConv1d, Linear, reference_kernels
 
 
 @pytest.mark.parametrize(("channels", "kernel", "groups"), [(64, 31, 16), (32, 7, 32), (24, 3, 1)])
@@ -74,3 +74,53 @@ def test_dropout_draws_from_the_default_generator_and_is_identity_in_eval():
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert torch.equal(drop.eval()(x), x)
     assert torch.equal(Dropout(0.0).train()(x), x)
+
+
+def _linear_step(module: nn.Module, base: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    x = base.clone().requires_grad_(True)
+    y = module(x)
+    (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+    return y.detach(), [x.grad, module.weight.grad, module.bias.grad]
+
+
+@pytest.mark.parametrize(("shape", "out"), [((2, 400, 64), 96), ((1200, 48), 32), ((3, 257, 16), 80)])
+def test_linear_equals_nn_linear_forward_and_backward(shape, out):
+    torch.manual_seed(0)
+    ref = nn.Linear(shape[-1], out)
+    lin = Linear(shape[-1], out)
+    lin.load_state_dict(ref.state_dict())
+    assert list(lin.state_dict()) == list(ref.state_dict())
+    base = torch.randn(shape)
+    base_t = base.transpose(0, 1) if len(shape) == 3 else base  # strided input too
+    for x in (base, base_t):
+        y_ref, g_ref = _linear_step(ref, x)
+        ref.zero_grad()
+        y, g = _linear_step(lin, x)
+        lin.zero_grad()
+        torch.testing.assert_close(y, y_ref, rtol=1e-5, atol=1e-5)
+        for mine, theirs in zip(g, g_ref, strict=True):
+            torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-4)
+
+
+def test_linear_takes_onednn_above_the_row_threshold_only():
+    torch.manual_seed(2)
+    lin = Linear(32, 16)
+    small = torch.randn(ONEDNN_MIN_ROWS - 1, 32)
+    assert torch.equal(lin(small), nn.functional.linear(small, lin.weight, lin.bias))  # the same kernel
+    big = torch.randn(4 * ONEDNN_MIN_ROWS, 32, requires_grad=True)
+    assert lin(big).grad_fn.name().endswith("_OneDNNLinearBackward")
+    with reference_kernels():
+        assert lin(big).grad_fn.name() == "AddmmBackward0"
+        assert torch.equal(lin(big), nn.functional.linear(big, lin.weight, lin.bias))
+    assert lin(big).grad_fn.name().endswith("_OneDNNLinearBackward")  # switched back on
+
+
+def test_linear_bfloat16_and_frozen_weights_take_their_paths():
+    torch.manual_seed(3)
+    lin = Linear(32, 16).bfloat16()
+    x = torch.randn(2 * ONEDNN_MIN_ROWS, 32).bfloat16()
+    assert torch.equal(lin(x), nn.functional.linear(x, lin.weight, lin.bias))
+    frozen = Linear(32, 16).requires_grad_(False)
+    x = torch.randn(2 * ONEDNN_MIN_ROWS, 32, requires_grad=True)
+    frozen(x).sum().backward()  # only the input's gradient is asked for
+    torch.testing.assert_close(x.grad, frozen.weight.sum(0).expand_as(x), rtol=1e-5, atol=1e-5)

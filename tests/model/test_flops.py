@@ -8,6 +8,7 @@ from model_fixtures import build, collate, make_item
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from flowkit.model.cpu_kernels import reference_kernels
 from flowkit.model.flops import forward_flops, peak_tflops, train_step_flops
 from flowkit.model.packing import PackLayout
 
@@ -15,8 +16,9 @@ from flowkit.model.packing import PackLayout
 def _counted(model, x, t, cond, backward: bool) -> int:
     # The CPU's fused attention kernel has no formula in flop_counter; the math backend
     # runs the same attention as matrix products, which it counts.
+    # flowkit's oneDNN linear layers are counted as the matrix products torch's own run.
     counter = FlopCounterMode(display=False)
-    with counter, sdpa_kernel(SDPBackend.MATH):
+    with counter, sdpa_kernel(SDPBackend.MATH), reference_kernels():
         out = model(x, t, cond).output
         if backward:
             out.pow(2).sum().backward()
