@@ -19,6 +19,14 @@ memory then stays near its peak instead of shrinking between steps, and the thre
 one allocator lock (a build makes few large allocations). It must run before a second
 thread allocates: `flowkit.train.run` calls it first thing, and `StepPrefetcher` again
 (a no-op then). A no-op where the C library is not glibc (macOS, musl).
+
+It also stops numpy from asking for transparent huge pages (``madvise(MADV_HUGEPAGE)`` on
+every array of 4 MB and more, numpy's default on Linux). Where the kernel's THP ``defrag``
+setting is ``madvise`` (this machine's, and a common default), a huge-page fault on such a
+region compacts memory synchronously first: a batch that needed more memory than any before
+it then took 23-56 ms to collate instead of 11-14 ms (the largest batch of base.gin, in
+``tools/bench_trainer.py``'s stream). Batch arrays are written once and read once, so huge
+pages buy them nothing.
 """
 
 from __future__ import annotations
@@ -42,15 +50,17 @@ _done: bool | None = None
 
 
 def keep_freed_memory() -> bool:
-    """Ask glibc to keep freed blocks of up to 32 MB in the process (once per process).
+    """Ask glibc to keep freed blocks of up to 32 MB in the process, and numpy not to ask for
+    huge pages (once per process).
 
-    Returns whether the settings took effect (False off glibc). Never raises."""
+    Returns whether glibc's settings took effect (False off glibc). Never raises."""
     global _done
     if _done is not None:
         return _done
     _done = False
     if not sys.platform.startswith("linux"):
         return False
+    _no_numpy_huge_pages()
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
         mallopt = libc.mallopt
@@ -63,3 +73,15 @@ def keep_freed_memory() -> bool:
         for param, value in ((_M_MMAP_THRESHOLD, MMAP_THRESHOLD), (_M_TRIM_THRESHOLD, TRIM_THRESHOLD), (_M_ARENA_MAX, 1))
     )
     return _done
+
+
+def _no_numpy_huge_pages() -> None:
+    """Turn numpy's ``madvise(MADV_HUGEPAGE)`` on large arrays off (where this numpy has the
+    switch: numpy 1.20 and later on Linux)."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy < 2
+        from numpy.core import multiarray
+    switch = getattr(multiarray, "_set_madvise_hugepage", None)
+    if switch is not None:
+        switch(False)

@@ -62,3 +62,17 @@ def test_freed_batch_memory_is_reused_instead_of_faulted_in_again():
 def test_keep_freed_memory_is_idempotent():
     first = keep_freed_memory()
     assert keep_freed_memory() is first
+
+
+def test_numpy_stops_asking_for_huge_pages():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("numpy asks for huge pages on Linux only")
+    probe = textwrap.dedent("""
+        from numpy._core import multiarray
+        from flowkit.batching.host_memory import keep_freed_memory
+        before = multiarray._set_madvise_hugepage(True)  # numpy's default, returns the previous state
+        keep_freed_memory()
+        print(before, multiarray._set_madvise_hugepage(False))  # the state keep_freed_memory left
+    """)
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.split()[1] == "False", out.stdout
