@@ -25,7 +25,7 @@ Measured on the peer benchmark's step (``tools/bench_peer.py``, one thread, dim 
   ``nn.Linear``'s forward + backward for the DiT's layers at 3,200 frames, outputs and
   gradients equal to 1.2e-6 relative. Products of fewer than `ONEDNN_MIN_ROWS` rows (the
   adaLN modulations, one row an item) stay on ``F.linear``, where oneDNN's set-up costs
-  more than it saves.
+  more than it saves. x86-64 only (measured there).
 
 All are subclasses of the ``nn`` modules they replace, so parameter names, state dicts and
 checkpoints are unchanged; on CUDA, under autocast and in other dtypes they are the ``nn``
@@ -35,6 +35,7 @@ module. `reference_kernels` switches the faster paths off (to count FLOPs with
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -145,8 +146,9 @@ class GroupedConv1d(nn.Conv1d):
 
 
 def _onednn_linear_kernel() -> Any:
-    """``torch.ops.mkldnn._linear_pointwise`` where this torch build has it, else None."""
-    if not torch.backends.mkldnn.is_available():
+    """``torch.ops.mkldnn._linear_pointwise`` on an x86-64 CPU whose torch build has it, else
+    None (measured on x86 only; on ARM torch's own kernels are oneDNN's already)."""
+    if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
         return None
     return getattr(torch.ops.mkldnn, "_linear_pointwise", None)
 
@@ -206,4 +208,6 @@ class Linear(nn.Linear):
         )
         if plain:
             return F.linear(x, self.weight, self.bias)
+        if not torch.is_grad_enabled():  # inference: nothing to save for a backward pass
+            return _onednn_mm(x.reshape(-1, x.shape[-1]), self.weight, self.bias).view(*x.shape[:-1], -1)
         return _OneDNNLinear.apply(x, self.weight, self.bias)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from flowkit.model.cpu_kernels import ONEDNN_MIN_ROWS, Dropout, GroupedConv1d, Linear, reference_kernels
+from flowkit.model.cpu_kernels import _ONEDNN_LINEAR, ONEDNN_MIN_ROWS, Dropout, GroupedConv1d, Linear, reference_kernels
 
 
 @pytest.mark.parametrize(("channels", "kernel", "groups"), [(64, 31, 16), (32, 7, 32), (24, 3, 1)])
@@ -102,6 +102,7 @@ def test_linear_equals_nn_linear_forward_and_backward(shape, out):
             torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.skipif(_ONEDNN_LINEAR is None, reason="oneDNN's linear kernel: x86-64 torch builds only")
 def test_linear_takes_onednn_above_the_row_threshold_only():
     torch.manual_seed(2)
     lin = Linear(32, 16)
@@ -124,3 +125,13 @@ def test_linear_bfloat16_and_frozen_weights_take_their_paths():
     x = torch.randn(2 * ONEDNN_MIN_ROWS, 32, requires_grad=True)
     frozen(x).sum().backward()  # only the input's gradient is asked for
     torch.testing.assert_close(x.grad, frozen.weight.sum(0).expand_as(x), rtol=1e-5, atol=1e-5)
+
+
+def test_linear_without_gradients_equals_the_training_forward():
+    torch.manual_seed(4)
+    lin = Linear(48, 40)
+    x = torch.randn(3, 300, 48)
+    with torch.inference_mode():
+        inferred = lin(x)
+    torch.testing.assert_close(inferred, lin(x).detach(), rtol=0, atol=0)  # the same kernel either way
+    torch.testing.assert_close(inferred, nn.functional.linear(x, lin.weight, lin.bias), rtol=1e-5, atol=1e-5)
