@@ -65,6 +65,18 @@ def reference_kernels() -> Iterator[None]:
         _faster_paths = before
 
 
+def _float32_cpu(x: torch.Tensor, weight: torch.Tensor) -> bool:
+    """Whether a layer's faster path applies: float32 CPU input and weight outside autocast,
+    with `reference_kernels` not in force."""
+    return (
+        _faster_paths
+        and x.device.type == "cpu"
+        and x.dtype == torch.float32
+        and weight.dtype == torch.float32
+        and not torch.is_autocast_enabled("cpu")
+    )
+
+
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (same ``p``, scaling and default generator) whose CPU keep mask comes
     from float32 uniforms, about twice as fast to draw as ``bernoulli_``. ``x [...]`` in and out."""
@@ -130,15 +142,11 @@ class GroupedConv1d(nn.Conv1d):
 
     def _conv_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         plain = (
-            x.device.type != "cpu"
-            or x.dtype != torch.float32
-            or weight.dtype != torch.float32
-            or torch.is_autocast_enabled("cpu")
+            not _float32_cpu(x, weight)
             or self.stride != (1,)
             or self.dilation != (1,)
             or self.padding_mode != "zeros"
             or isinstance(self.padding, str)
-            or not _faster_paths
         )
         if plain:
             return super()._conv_forward(x, weight, bias)
@@ -198,11 +206,7 @@ class Linear(nn.Linear):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         plain = (
             _ONEDNN_LINEAR is None
-            or not _faster_paths
-            or x.device.type != "cpu"
-            or x.dtype != torch.float32
-            or self.weight.dtype != torch.float32
-            or torch.is_autocast_enabled("cpu")
+            or not _float32_cpu(x, self.weight)
             or x.numel() < ONEDNN_MIN_ROWS * self.in_features
             or torch.compiler.is_compiling()
         )
