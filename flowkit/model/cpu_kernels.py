@@ -154,11 +154,21 @@ class GroupedConv1d(nn.Conv1d):
 
 
 def _onednn_linear_kernel() -> Any:
-    """``torch.ops.mkldnn._linear_pointwise`` on an x86-64 CPU whose torch build has it, else
-    None (measured on x86 only; on ARM torch's own kernels are oneDNN's already)."""
+    """``torch.ops.mkldnn._linear_pointwise`` on an x86-64 CPU whose torch build has it and
+    where it computes ``F.linear`` (a private op: checked once on a small product), else None
+    (measured on x86 only; on ARM torch's own kernels are oneDNN's already)."""
     if platform.machine().lower() not in ("x86_64", "amd64") or not torch.backends.mkldnn.is_available():
         return None
-    return getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+    kernel = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+    if kernel is None:
+        return None
+    x = torch.linspace(-1.0, 1.0, 64 * 6).view(64, 6)
+    weight, bias = torch.linspace(-0.5, 0.5, 18).view(3, 6), torch.tensor([0.1, -0.2, 0.3])
+    try:
+        ok = torch.allclose(kernel(x, weight, bias, "none", [], ""), F.linear(x, weight, bias), atol=1e-5)
+    except (RuntimeError, TypeError):  # another signature in another torch release
+        return None
+    return kernel if ok else None
 
 
 _ONEDNN_LINEAR = _onednn_linear_kernel()
