@@ -73,7 +73,15 @@ def recorded_buckets(
     on "unknown".
 
     Args:
-        audio: mono samples ``[samples]`` at ``sample_rate`` Hz.
+        audio: mono samples ``[samples]`` (float) at ``sample_rate`` Hz.
+        sample_rate: Hz.
+        text: the clip's transcript.
+        frame_rate: latent frames per second of the encoder (Hz).
+        n_frames: the clip's latent frames.
+
+    Returns:
+        ``(rate, loudness)``, each 1..5, or 0 (unknown) where no speech is found or the
+        loudness is not finite.
     """
     from flowkit.data import audio as audio_mod
 

@@ -8,7 +8,14 @@ import pytest
 import torch
 from torch import nn
 
-from flowkit.model.cpu_kernels import _ONEDNN_LINEAR, ONEDNN_MIN_ROWS, Dropout, GroupedConv1d, Linear, reference_kernels
+from flowkit.model.cpu_kernels import (
+    _ONEDNN_LINEAR,
+    ONEDNN_MIN_ROWS,
+    Dropout,
+    GroupedConv1d,
+    Linear,
+    reference_kernels,
+)
 
 
 @pytest.mark.parametrize(("channels", "kernel", "groups"), [(64, 31, 16), (32, 7, 32), (24, 3, 1)])
