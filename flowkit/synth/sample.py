@@ -232,24 +232,34 @@ def synthesize(
     solver: Solver,
     steps: int = 32,
     cfg_strength: float = 2.0,
-    generator: torch.Generator,
+    generator: torch.Generator | None = None,
+    noise: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Generate the target spans of ``cond``: latents ``[b n d]`` (normalised), prompt frames
     copied from ``cond.prompt``, zero on padding.
 
-    The noise is drawn on the CPU from ``generator``. Classifier-free guidance follows
+    The noise is drawn on the CPU from ``generator``, or given as ``noise [b n d]`` (exactly
+    one of the two; `flowkit.evaluation` seeds each item's noise on its own so batching
+    does not change it). Classifier-free guidance follows
     F5-TTS: ``v = v_cond + s (v_cond - v_uncond)`` with the unconditional pass dropping text
     AND prompt; ``s = 0`` is the conditional model alone (its pass is skipped). The model
     runs in eval mode (restored afterwards) and, on the aligned path, in the "even" phase.
 
     Raises:
-        ConfigError: ``steps`` < 1 (from the solver) or a negative ``cfg_strength``.
+        ConfigError: ``steps`` < 1 (from the solver), a negative ``cfg_strength``, or not
+            exactly one of ``generator`` and ``noise`` (or noise of the wrong shape).
     """
     if cfg_strength < 0:
         raise ConfigError(f"cfg_strength = {cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
     device = next(model.parameters()).device
     b, n = cond.frame_mask.shape
-    x0 = torch.randn((b, n, model.latent_dim), generator=generator, dtype=torch.float32).to(device)
+    if (generator is None) == (noise is None):
+        raise ConfigError("synthesize: give exactly one of generator and noise")
+    if noise is None:
+        noise = torch.randn((b, n, model.latent_dim), generator=generator, dtype=torch.float32)
+    elif tuple(noise.shape) != (b, n, model.latent_dim):
+        raise ConfigError(f"synthesize: noise of shape {tuple(noise.shape)}; expected {(b, n, model.latent_dim)}")
+    x0 = noise.to(device=device, dtype=torch.float32)
     uncond = cond.replace(
         drop_text=torch.ones_like(cond.drop_text), drop_prompt=torch.ones_like(cond.drop_prompt)
     )
