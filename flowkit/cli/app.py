@@ -23,6 +23,7 @@ from flowkit.cli import data as data_cmd
 from flowkit.cli import f5 as f5_cmd
 from flowkit.cli import prepare as prepare_cmd
 from flowkit.cli import report as report_cmd
+from flowkit.cli import sweep as sweep_cmd
 from flowkit.cli import train as train_cmd
 
 app = typer.Typer(
@@ -160,6 +161,7 @@ app.command("data")(guarded(data_cmd.data))
 app.command("train", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.train))
 app.command("resume", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.resume))
 app.command("init-from", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.init_from))
+app.command("sweep", epilog=sweep_cmd.EXIT_CODES)(guarded(sweep_cmd.sweep))
 app.command("report")(guarded(report_cmd.report))
 app.command("synthesize")(guarded(report_cmd.synthesize))
 app.command("import-f5")(guarded(f5_cmd.import_f5))

@@ -34,6 +34,8 @@ LAYERS: list[list[str]] = [
     ["flowkit.synth.inference"],
     ["flowkit.synth.synthesize"],
     ["flowkit.report", "flowkit.interop"],  # interop: F5-TTS checkpoints in and out
+    # sweeps launch `flowkit train` subprocesses and read run directories (report.rundir)
+    ["flowkit.sweep"],
     ["flowkit.cli"],
     ["flowkit.__main__"],  # `python -m flowkit`
 ]
