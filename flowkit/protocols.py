@@ -229,3 +229,39 @@ class ASR(Protocol):
     def transcribe(self, audio: np.ndarray, sample_rate: int, language: str = "en") -> str:
         """The words heard in ``audio [samples]`` at ``sample_rate`` Hz."""
         ...
+
+    def describe(self) -> dict[str, Any]:
+        """Which judge this is: ``{"name": "asr.<name>", "model": ..., "version": ...}`` (the
+        package version), recorded beside every score it gives."""
+        ...
+
+
+@runtime_checkable
+class SpeakerJudge(Protocol):
+    """Speaker similarity: embeds a voice and compares two clips (cosine of embeddings)."""
+
+    def embed(self, audio: np.ndarray, sample_rate: int) -> np.ndarray:
+        """``audio [samples]`` float at ``sample_rate`` Hz -> an L2-normalised embedding ``[d]``."""
+        ...
+
+    def similarity(self, a: np.ndarray, sr_a: int, b: np.ndarray, sr_b: int) -> float:
+        """Cosine similarity in [-1, 1] of the embeddings of clips ``a`` and ``b``."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """``{"name": "speaker.<name>", "model": ..., "version": ...}``."""
+        ...
+
+
+@runtime_checkable
+class QualityJudge(Protocol):
+    """Speech quality without a reference (a predicted MOS): OVRL, SIG, BAK."""
+
+    def score(self, audio: np.ndarray, sample_rate: int) -> dict[str, float]:
+        """``{"ovrl", "sig", "bak"}`` of ``audio [samples]`` float at ``sample_rate`` Hz, each a
+        predicted mean opinion score on the 1-5 scale."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """``{"name": "quality.<name>", "model": ..., "version": ...}``."""
+        ...

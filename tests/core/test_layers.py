@@ -24,7 +24,7 @@ LAYERS: list[list[str]] = [
     ["flowkit.registry"],
     ["flowkit"],  # the public API: flowkit.register, flowkit.FlowkitError
     ["flowkit.config"],
-    ["flowkit.data", "flowkit.flow", "flowkit.asr"],
+    ["flowkit.data", "flowkit.flow", "flowkit.asr", "flowkit.judges"],
     ["flowkit.model"],
     ["flowkit.losses", "flowkit.batching"],
     ["flowkit.loggers"],
@@ -34,6 +34,7 @@ LAYERS: list[list[str]] = [
     ["flowkit.synth.inference"],
     ["flowkit.synth.synthesize"],
     ["flowkit.report", "flowkit.interop"],  # interop: F5-TTS checkpoints in and out
+    ["flowkit.evaluation"],  # flowkit eval: synthesises, judges, renders in the report's style
     # sweeps launch `flowkit train` subprocesses and read run directories (report.rundir)
     ["flowkit.sweep"],
     ["flowkit.cli"],

@@ -1,0 +1,53 @@
+"""Judges of generated speech besides the recogniser (`flowkit.asr`): who speaks and how it sounds.
+
+- `flowkit.judges.speaker`: kind ``speaker`` (`flowkit.protocols.SpeakerJudge`):
+  ``speaker.resemblyzer``, cosine similarity of GE2E speaker embeddings;
+- `flowkit.judges.quality`: kind ``quality`` (`flowkit.protocols.QualityJudge`):
+  ``quality.dnsmos``, DNSMOS P.835 (OVRL, SIG, BAK) without a reference.
+
+Both load weights their wheels ship (``pip install flowkit[eval]``); nothing is
+downloaded, and a missing package is one line naming the extra. Each says what it is with
+``describe()`` (name, model, package version), recorded beside every score.
+`default_speaker_judge` / `default_quality_judge` give the installed one or None.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["default_quality_judge", "default_speaker_judge", "unavailable"]
+
+
+def unavailable(kind: str) -> str | None:
+    """None when the default judge of ``kind`` ("speaker" or "quality") can load; else why
+    not, in one line naming the extra."""
+    import importlib.util
+
+    from flowkit.judges.quality import DNSMOS_MODULES
+    from flowkit.judges.speaker import RESEMBLYZER_MODULES
+
+    needs = {"speaker": ("speaker.resemblyzer", RESEMBLYZER_MODULES),
+             "quality": ("quality.dnsmos", DNSMOS_MODULES)}[kind]
+    missing = [m for m in needs[1] if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"{needs[0]} needs {', '.join(missing)}: pip install 'flowkit[eval]'"
+    return None
+
+
+def _default(kind: str, name: str) -> Any:
+    from flowkit import registry
+
+    if unavailable(kind) is not None:
+        return None
+    registry.load_plugins()
+    return registry.build(kind, name)
+
+
+def default_speaker_judge() -> Any:
+    """``speaker.resemblyzer`` when its packages are installed, else None."""
+    return _default("speaker", "resemblyzer")
+
+
+def default_quality_judge() -> Any:
+    """``quality.dnsmos`` when its packages are installed, else None."""
+    return _default("quality", "dnsmos")
