@@ -7,12 +7,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from numerics import VOCOS_AUDIO_MAX_ABS
 from vocos_helpers import fixture, seeded_state, write_release
 
 from flowkit.errors import CheckpointError
 from flowkit.synth.vocos import VocosConfig, load_vocos, read_config
 
-TOLERANCE = 1e-4  # max abs difference to the reference, float32
+TOLERANCE = VOCOS_AUDIO_MAX_ABS  # max abs difference to the reference, float32 (tests/numerics.py)
 
 
 @pytest.fixture(scope="module")
