@@ -48,3 +48,13 @@ class TrainingError(FlowkitError):
     """Training stopped: non-finite loss or gradient, a full disk, a busy run directory."""
 
     exit_code = 5
+
+
+class WriteError(FlowkitError):
+    """An output the file system refuses: read-only, full, over quota, or not permitted.
+
+    Raised by every command that writes (`flowkit.io.check_writable`, `flowkit.io.refused_writes`);
+    nothing half-written is left behind. Training's own full disk stays a `TrainingError`.
+    """
+
+    exit_code = 6

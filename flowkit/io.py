@@ -6,15 +6,27 @@ then the directory itself is fsynced so the rename survives a power cut.
 
 Raises OSError as the operating system reports it (ENOSPC on a full disk); the target is
 untouched when a write fails and the temporary file is removed.
+
+Every command that writes follows one policy, built here: `check_writable` refuses, before
+any work, a folder on a read-only or full file system or one the user may not write to;
+`refused_writes` turns a write the file system refuses later (ENOSPC, EDQUOT, EFBIG,
+EROFS, and torch's writer failing on a full disk) into one `WriteError`
+line naming the path and the fix. The writer itself removes what it had begun (its
+temporary file or hidden partial folder), so nothing half-made is left.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from flowkit.errors import WriteError
 
 
 def _umask() -> int:
@@ -70,3 +82,115 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:
     """Write ``obj`` as indented, key-sorted JSON to ``path`` atomically."""
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+# ---- the policy of every writer -----------------------------------------------------------
+
+#: errno of a write the file system refused -> (what happened, the fix)
+_REFUSED = {
+    errno.ENOSPC: ("the disk is full", "free space there, or choose another place"),
+    errno.EDQUOT: ("the disk quota is used up", "free space in your quota, or choose another place"),
+    errno.EFBIG: ("a file grew past the file system's size limit", "choose a file system without that limit"),
+    errno.EROFS: ("the file system is read-only", "choose a place on a writable file system"),
+    errno.EACCES: ("permission denied", "choose a place you may write to, or fix its permissions"),
+    errno.EPERM: ("operation not permitted", "choose a place you may write to, or fix its permissions"),
+}
+#: errno values only a write can raise (a read never does)
+_WRITE_ONLY = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+#: free bytes under which a failed write is put down to a full disk (torch's writer loses the errno)
+_NEARLY_FULL = 64 << 20
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    # root may use the blocks reserved for it; others may not
+    return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
+
+
+def _refusal(label: str, target: Path | str, code: int) -> WriteError:
+    reason, fix = _REFUSED[code]
+    if code == errno.ENOSPC:
+        free = _free_bytes(_nearest_existing(Path(target)).parent)
+        if free is not None:
+            reason += f" ({free / 1e6:.1f} MB free)"
+    return WriteError(f"{label}: cannot write {target}: {reason}; {fix}")
+
+
+def check_writable(folder: str | os.PathLike[str], *, label: str) -> None:
+    """Refuse, before any work, to write in ``folder`` (or, while it does not exist yet, in
+    its nearest existing parent) when its file system is read-only or full, or this user
+    may not create files there. ``label`` names the option in the message, e.g. ``"--out runs/a"``.
+
+    Raises:
+        WriteError: one line naming the folder, the reason and the fix.
+    """
+    where = _nearest_existing(Path(folder))
+    if not where.is_dir():
+        return  # a file in the way: the command's own checks name it
+    try:
+        st = os.statvfs(where)
+    except OSError:
+        return
+    if st.f_flag & os.ST_RDONLY:
+        raise _refusal(label, where, errno.EROFS)
+    if not os.access(where, os.W_OK | os.X_OK):
+        raise _refusal(label, where, errno.EACCES)
+    if st.f_blocks and _free_bytes(where) == 0:
+        raise _refusal(label, where, errno.ENOSPC)
+
+
+def torch_write_failed(exc: BaseException) -> bool:
+    """Whether ``exc`` is torch's archive writer failing (it raises RuntimeError, errno lost)."""
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (
+        "PytorchStreamWriter" in text or "inline_container" in text or "file write failed" in text)
+
+
+def as_os_error(exc: BaseException, folder: str | os.PathLike[str]) -> BaseException:
+    """torch's writer failure in ``folder`` as the OSError the file system gave (EROFS, or
+    ENOSPC when under 64 MB are left); any other exception is returned as it is."""
+    if not torch_write_failed(exc):
+        return exc
+    where = _nearest_existing(Path(folder))
+    try:
+        read_only = bool(os.statvfs(where).f_flag & os.ST_RDONLY)
+    except OSError:
+        return exc
+    free = _free_bytes(where)
+    if read_only:
+        return OSError(errno.EROFS, f"Read-only file system (torch: {exc})", str(folder))
+    if free is not None and free < _NEARLY_FULL:
+        return OSError(errno.ENOSPC, f"No space left on device (torch: {exc})", str(folder))
+    return exc
+
+
+@contextlib.contextmanager
+def refused_writes(label: str, folder: str | os.PathLike[str]) -> Iterator[None]:
+    """Turn a write that the file system refuses inside the block into one `WriteError`
+    naming the file (or ``folder``) and the fix; other errors pass unchanged.
+
+    EACCES and EPERM are left alone here (a read of an input can raise them too):
+    `check_writable` has checked the permission before the block.
+
+    Raises:
+        WriteError: for OSError ENOSPC, EDQUOT, EFBIG and EROFS, and torch's writer failing
+            on a full or read-only disk.
+    """
+    try:
+        yield
+    except (OSError, RuntimeError) as exc:
+        mapped = as_os_error(exc, folder)
+        if not isinstance(mapped, OSError) or mapped.errno not in _WRITE_ONLY:
+            raise
+        target = mapped.filename if mapped.filename else folder
+        raise _refusal(label, target, mapped.errno) from exc

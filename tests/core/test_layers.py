@@ -20,7 +20,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "flowkit"
 
 LAYERS: list[list[str]] = [
-    ["flowkit.errors", "flowkit.io", "flowkit.console", "flowkit.protocols"],
+    ["flowkit.errors"],
+    ["flowkit.io", "flowkit.console", "flowkit.protocols"],  # io raises WriteError
     ["flowkit.registry"],
     ["flowkit"],  # the public API: flowkit.register, flowkit.FlowkitError
     ["flowkit.config"],
