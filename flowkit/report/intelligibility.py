@@ -6,7 +6,10 @@ Reads what the training probe wrote (`flowkit.train.probe`): ``probe`` and
 (ground truth raw, and through the run's vocoder), the text gain over steps
 (``text_gain`` of the evaluation, ``probe_text_gain`` of the probe), a sentence in words
 saying whether the model uses its text yet, and the probe sentences — reference,
-hypothesis, audio — of the best (lowest WER) and of the latest probe.
+hypothesis, audio — of the best (lowest WER) and of the latest probe. Where the probe had
+a speaker and a quality judge, the speaker similarity to the prompt (``probe_sim``) and
+DNSMOS OVRL (``probe_dnsmos``) over steps with the same two ceilings. A line names the
+judges (name, model, package version) the records say scored them.
 """
 
 from __future__ import annotations
@@ -19,13 +22,30 @@ from flowkit.report.document import Audio, Figure, Note, SampleBlock, Table
 from flowkit.report.plots import Curve, curves_png
 from flowkit.report.rundir import RunDir
 
-__all__ = ["intelligibility_blocks", "text_use_sentence"]
+__all__ = ["intelligibility_blocks", "judges_sentence", "text_use_sentence"]
+
+#: the probe's judged measures besides WER: (key, label, axis, figure name)
+JUDGED = (("sim", "speaker similarity to the prompt", "cosine similarity", "probe_sim"),
+          ("dnsmos", "DNSMOS OVRL", "predicted MOS (1-5)", "probe_dnsmos"))
 
 
 def _ceiling(run: RunDir, key: str) -> float | None:
     values = [r.get(key) for r in run.records if r.get("kind") == "probe_ceiling"]
     values = [v for v in values if isinstance(v, (int, float))]
     return float(values[-1]) if values else None
+
+
+def judges_sentence(run: RunDir) -> str | None:
+    """In words: which judges scored the probe (the newest probe or ceiling record's ``judges``)."""
+    records = [r for r in run.records if r.get("kind") in ("probe", "probe_ceiling") and isinstance(r.get("judges"), dict)]
+    if not records:
+        return None
+    parts = []
+    for kind, what in (("asr", "words heard by"), ("speaker", "speaker similarity by"), ("quality", "quality by")):
+        judge = records[-1]["judges"].get(kind)
+        if isinstance(judge, dict):
+            parts.append(f"{what} {judge.get('name')} ({judge.get('model')}, {judge.get('version')})")
+    return ("Judges: " + "; ".join(parts) + ".") if parts else None
 
 
 def text_use_sentence(run: RunDir) -> str | None:
@@ -54,8 +74,11 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
     wer = values.get("probe_wer")
     title = f"{label} probe (step {doc.get('step')}, WER {wer:.3f})" if isinstance(wer, (int, float)) else f"{label} probe"
     rows, blocks = [], []
-    for k, s in enumerate(doc.get("sentences", [])):
-        rows.append([s.get("segment_id", ""), s.get("reference", ""), s.get("hypothesis") or "(nothing heard)"])
+    sentences = doc.get("sentences", [])
+    judged = [key for key in ("sim", "dnsmos") if any(isinstance(s.get(key), (int, float)) for s in sentences)]
+    for k, s in enumerate(sentences):
+        rows.append([s.get("segment_id", ""), s.get("reference", ""), s.get("hypothesis") or "(nothing heard)",
+                     *(f"{s[key]:.3f}" if isinstance(s.get(key), (int, float)) else "-" for key in judged)])
         audio = folder / str(s.get("audio", ""))
         if s.get("audio") and audio.is_file():
             blocks.append(SampleBlock(
@@ -65,7 +88,8 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
                 figures=[],
                 audios=[(f"generated, step {doc.get('step')}", Audio(audio.read_bytes(), f"{prefix}probe-{label.lower()}-{k + 1}.wav"))],
             ))
-    return [Note(title), Table(["segment", "reference", "hypothesis"], rows), *blocks]
+    header = ["segment", "reference", "hypothesis", *({"sim": "SIM to prompt", "dnsmos": "DNSMOS OVRL"}[k] for k in judged)]
+    return [Note(title), Table(header, rows), *blocks]
 
 
 def intelligibility_blocks(run: RunDir, prefix: str = "") -> list[Any]:
@@ -91,6 +115,25 @@ def intelligibility_blocks(run: RunDir, prefix: str = "") -> list[Any]:
         if raw is not None:
             line += f"; recorded ground truth {raw:.3f}"
         blocks.append(Note(line + "."))
+    for key, label, axis, name in JUDGED:
+        steps_j, values = run.series("probe", f"probe_{key}")
+        if not steps_j:
+            continue
+        span = [steps_j[0], max(steps_j[-1], steps_j[0] + 1)]
+        curves = [Curve(f"probe {label} (EMA)", steps_j, values)]
+        ceilings = []
+        for which, what in (("vocoded", "ground truth through the vocoder"), ("raw", "ground truth, recorded")):
+            value = _ceiling(run, f"probe_truth_{which}_{key}")
+            if value is not None:
+                curves.append(Curve(what, span, [value, value], dashed=True))
+                ceilings.append(f"{what} {value:.3f}")
+        png = curves_png(f"probe {label} and its ceilings", axis, curves)
+        blocks.append(Figure(f"probe {label} over steps, with the ground-truth ceilings", png, f"{prefix}{name}.png"))
+        blocks.append(Note(f"Probe {label}: latest {values[-1]:.3f} (step {steps_j[-1]}), best {max(values):.3f} "
+                           f"(step {steps_j[values.index(max(values))]})" + (f"; {'; '.join(ceilings)}" if ceilings else "") + "."))
+    judges = judges_sentence(run)
+    if judges:
+        blocks.append(Note(judges))
     gain_curves = [Curve(label, *run.series(kind, key)) for kind, key, label in (
         ("eval", "text_gain", "text_gain (validation)"), ("probe", "probe_text_gain", "probe_text_gain (probe sentences)"))]
     if any(c.steps for c in gain_curves):
