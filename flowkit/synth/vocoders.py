@@ -29,6 +29,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flowkit import hub
 from flowkit.data.encoder_records import MEL_SCALES, EncoderSpec, check_vocoder, record_params
 from flowkit.errors import ConfigError
 from flowkit.registry import register
@@ -126,8 +127,9 @@ class Vocos:
 
     Args:
         path: a Vocos release directory as published: ``config.yaml`` and
-            ``pytorch_model.bin`` (e.g. a download of charactr/vocos-mel-24khz). Nothing
-            is downloaded.
+            ``pytorch_model.bin`` (e.g. a download of charactr/vocos-mel-24khz), or
+            ``hf://charactr/vocos-mel-24khz``: the Hugging Face cache first, fetched
+            only when missing and the hub may be reached (`flowkit.hub`).
         device: "cpu" or "cuda" ("cuda:N"): where the decoder runs.
     """
 
@@ -140,6 +142,8 @@ class Vocos:
                 "vocoder.vocos needs the Vocos directory (config.yaml + pytorch_model.bin): pass "
                 "--vocoder-path DIR or bind vocoder.vocos.path = 'DIR'"
             )
+        if hub.is_hub(self.path):
+            return hub.resolve(self.path, kind="dir")
         return Path(self.path).expanduser()
 
     @property

@@ -520,6 +520,9 @@ def train(
         ConfigError, DataError, CheckpointError, TrainingError: see `flowkit.errors`.
     """
     workspace = Workspace(Path(out))
+    from flowkit import hub
+    if init_from is not None and hub.is_hub(init_from):  # hf://OWNER/REPO/RUN: an imported run kept on the hub
+        init_from = hub.resolve(init_from, kind="dir")
     if init_from is not None and not Path(init_from).exists():
         raise CheckpointError(f"{init_from} is not a checkpoint directory (it does not exist); give RUN or RUN/checkpoints/step-N")
     parsed = gin_config.parse(config_files, [*bindings, *_extra_bindings(data, steps)])

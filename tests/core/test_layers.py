@@ -22,7 +22,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "flowkit"
 LAYERS: list[list[str]] = [
     ["flowkit.errors"],
     ["flowkit.io", "flowkit.console", "flowkit.protocols"],  # io raises WriteError
-    ["flowkit.registry"],
+    ["flowkit.registry", "flowkit.hub"],  # hub: hf:// references to local cached paths
     ["flowkit"],  # the public API: flowkit.register, flowkit.FlowkitError
     ["flowkit.config"],
     ["flowkit.data", "flowkit.flow", "flowkit.asr", "flowkit.judges"],
