@@ -9,9 +9,14 @@
    against the working directory only, gin-config #104), so an experiment includes its
    base file from wherever it is run;
 3. files are parsed in include order, then the command-line bindings, which come last
-   and so override the files;
+   and so override the files; each file applies once, where it is first read, so a file
+   given twice on the command line (or given after a file that already included it) is
+   refused: its second mention would change nothing;
 4. gin's errors become a `ConfigError` naming the file and line, the offending text and,
-   for a misspelled component or parameter, the closest registered names.
+   for a misspelled component or parameter, the closest registered names; a required
+   value left unset, an undefined macro, a value of the wrong type and (through
+   `one_line`) a value a component refuses when it is built name the file and line of
+   the binding (`where_bound`).
 
 gin is global state: parse once per process (tests clear it between cases) and hand
 worker processes the bindings explicitly (`ParsedConfig.sources` carries the exact text).
@@ -26,7 +31,7 @@ import re
 import tokenize
 import types
 import typing
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import attrs
@@ -45,6 +50,7 @@ __all__ = [
     "parse_bindings",
     "resolve_config_file",
     "search_path",
+    "where_bound",
 ]
 
 REPO_GIN = Path(__file__).resolve().parent.parent / "gin"
@@ -192,10 +198,26 @@ def parse(
         gin.clear_config()
     order: list[tuple[Path, str, str]] = []
     resolved = [resolve_config_file(f) for f in files]
-    for path in resolved:
+    read_by: dict[Path, int] = {}  # file -> the command-line file whose expansion read it
+    for k, path in enumerate(resolved):
+        if path in read_by:
+            first = read_by[path]
+            if resolved[first] == path:
+                raise ConfigError(
+                    f"{files[k]} is given twice; each gin file applies once, where it is first read, so the "
+                    "repeat would change nothing (later files override earlier ones): give it once, in the "
+                    "place whose values should win"
+                )
+            raise ConfigError(
+                f"{files[k]} is already included by {files[first]}; each gin file applies once, where it is "
+                f"first read, so giving it again would change nothing: drop it, or give it before {files[first]}"
+            )
         _expand(path, order, ())
+        for done, _, _ in order:
+            read_by.setdefault(done, k)
     sources = [(expanded, str(path)) for path, _, expanded in order]
     sources += [(b + "\n", f"-b/--binding #{i}") for i, b in enumerate(bindings, start=1)]
+    _LAST_SOURCES[:] = [(name, text) for text, name in sources]
     for text, name in sources:
         try:
             _parse_text(text, name)
@@ -204,6 +226,7 @@ def parse(
         except (ValueError, SyntaxError, tokenize.TokenError, RuntimeError, KeyError, TypeError, ImportError) as exc:
             raise ConfigError(_explain(exc, name, text)) from exc
     _check_required()
+    _check_macros()
     if resolved and not any(_BINDS.search(text) for _, _, text in order):
         raise ConfigError(
             f"{resolved[0]} binds nothing: every value would be a code default and no data would be named; "
@@ -255,8 +278,98 @@ def _check_required() -> None:
                 continue
             name = _display_name(gin.config._REGISTRY.get_match(selector)) if gin.config._REGISTRY.get_match(selector) else selector
             full = f"{scope}/{name}" if scope else name
+            where = where_bound(f"{full}.{param}")
+            at = f"{where}: " if where else ""
+            if macro == "gin.REQUIRED":  # bound to %gin.REQUIRED directly: the binding itself is the fix
+                raise ConfigError(f"{at}{full}.{param} = %gin.REQUIRED is required and not set; "
+                                  f"bind it, e.g. -b \"{full}.{param} = ...\"")
             fix = REQUIRED_FIXES.get(macro, f"bind it, e.g. -b \"{macro} = ...\"")
-            raise ConfigError(f"{full}.{param} = %{macro} is required and not set ({macro} = %gin.REQUIRED); {fix}")
+            raise ConfigError(f"{at}{full}.{param} = %{macro} is required and not set ({macro} = %gin.REQUIRED); {fix}")
+
+
+def _macro_names(value: object) -> Iterator[str]:
+    """The macros ``value`` refers to (``%NAME``), inside lists, tuples and dicts too."""
+    if getattr(value, "_selector", None) == "gin.macro":
+        scopes = getattr(value, "_scopes", None) or []
+        if scopes:
+            yield scopes[-1]
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _macro_names(item)
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _macro_names(item)
+
+
+def _check_macros() -> None:
+    """Refuse, at parse time, a binding that uses a macro no file or binding defines
+    (gin itself fails only when the value is built, with "macro() missing 1 required
+    positional argument").
+
+    Raises:
+        ConfigError: naming the file and line of the binding, the macro, the closest
+            defined macros, and how to define it.
+    """
+    config = gin.config._CONFIG
+    defined = sorted(scope for (scope, selector), params in config.items()
+                     if selector == "gin.macro" and "value" in params)
+    for (scope, selector), params in config.items():
+        for param, value in params.items():
+            for macro in _macro_names(value):
+                if (macro, "gin.macro") in config and "value" in config[(macro, "gin.macro")]:
+                    continue
+                if selector == "gin.macro":
+                    full = scope
+                    where = where_bound(scope)
+                else:
+                    configurable = gin.config._REGISTRY.get_match(selector)
+                    name = _display_name(configurable) if configurable else selector
+                    full = f"{scope}/{name}.{param}" if scope else f"{name}.{param}"
+                    where = where_bound(full)
+                near = _suggest(macro, defined)
+                raise ConfigError(
+                    f"{where + ': ' if where else ''}{full} = %{macro} uses macro {macro}, which is not defined"
+                    f"{'; ' + near if near else ''}; define it ({macro} = ...) in a gin file or with "
+                    f"-b \"{macro} = ...\""
+                )
+
+
+#: ``(name, text)`` of every source of the last `parse` (files as parsed, with their include
+#: lines blanked so line numbers hold, then ``-b/--binding #i``), for `where_bound`.
+_LAST_SOURCES: list[tuple[str, str]] = []
+_STATEMENT = re.compile(r"^(?P<key>(?:[\w.]+/)*[\w.]+)\s*=")
+_KEY = re.compile(r"^(?P<scope>(?:[\w.]+/)*)(?:(?P<selector>[\w.]+)\.)?(?P<param>\w+)$")
+
+
+def _same_target(a: str, b: str) -> bool:
+    """Whether binding keys ``a`` and ``b`` (``[scope/]selector.param`` or a macro name)
+    name the same parameter of the same configurable (gin accepts shortened names)."""
+    ma, mb = _KEY.match(a), _KEY.match(b)
+    if ma is None or mb is None or ma.group("scope") != mb.group("scope") or ma.group("param") != mb.group("param"):
+        return False
+    sa, sb = ma.group("selector"), mb.group("selector")
+    if sa is None or sb is None:
+        return sa == sb
+    if sa == sb:
+        return True
+    try:
+        ca, cb = gin.config._REGISTRY.get_match(sa), gin.config._REGISTRY.get_match(sb)
+    except (KeyError, ValueError):
+        return False
+    return ca is not None and ca is cb
+
+
+def where_bound(key: str) -> str | None:
+    """Where the last `parse` bound ``key`` (``Trainer.lr``, ``model.dit.depth``, a macro
+    name): ``path:line`` of the last statement binding it, ``-b "..."`` for a command-line
+    binding, or None when no source binds it (a code default)."""
+    found = None
+    for name, text in _LAST_SOURCES:
+        for lineno, line in enumerate(text.splitlines(), start=1):
+            m = _STATEMENT.match(line.strip())
+            if m and _same_target(m.group("key"), key):
+                found = f'-b "{text.strip()}"' if name.startswith("-b") else f"{name}:{lineno}"
+    return found
 
 
 def parse_bindings(bindings: Sequence[str]) -> ParsedConfig:
@@ -385,12 +498,24 @@ def _explain(exc: BaseException, source: str = "", source_text: str = "") -> str
     return msg
 
 
+_LEADING_KEY = re.compile(r"^(?P<key>(?:[\w.]+/)*[\w.]+\.\w+)\s*=")
+
+
 def one_line(exc: BaseException) -> str:
-    """A one-line rendering of an error that gin may have augmented with location lines."""
+    """A one-line rendering of an error that gin may have augmented with location lines.
+
+    A `ConfigError` (or an error gin raised building a configurable) that opens with a
+    binding (``Trainer.lr = -1.0 must be > 0``) and names no place gets the file and line
+    of that binding in the last parse (`where_bound`) in front."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
     if not lines:
         return type(exc).__name__
     head = lines[0]
+    m = _LEADING_KEY.match(head)
+    if m and (isinstance(exc, ConfigError) or len(lines) > 1):
+        where = where_bound(m.group("key"))
+        if where:
+            head = f"{where}: {head}"
     calls = [ln for ln in lines[1:] if ln.startswith("In call to configurable")]
     if calls:
         m = re.search(r"'([^']+)'", calls[-1])
@@ -451,9 +576,11 @@ def _check_types() -> None:
             if _accepts(hints[field.name], value) is False:
                 name = _display_name(configurable)
                 full = f"{scope}/{name}" if scope else name
+                where = where_bound(f"{full}.{param}")
                 raise ConfigError(
-                    f"{full}.{param} = {value!r}: expected {registry.type_name(hints[field.name])}, "
-                    f"got {type(value).__name__}; fix the value in the gin file or -b binding"
+                    f"{where + ': ' if where else ''}{full}.{param} = {value!r}: expected "
+                    f"{registry.type_name(hints[field.name])}, got {type(value).__name__}; fix the value "
+                    f"{'there' if where else 'in the gin file or -b binding'}"
                 )
 
 

@@ -130,18 +130,24 @@ def resume(
     binding: _Bindings = None,
     device: _Device = "auto",
     nproc: _Nproc = None,
+    restore_config: Annotated[
+        bool,
+        typer.Option("--restore-config", help="When RUN_DIR/config.gin is missing, write it back from the config "
+                     "its newest valid checkpoint holds, then continue."),
+    ] = False,
 ) -> None:
     """Continue a run from its newest valid checkpoint, bit-identically.
 
     The run's config.gin is re-read; only logging, evaluation, saving and a higher
     --steps may differ from the checkpoint's config. Changed data are refused. A run
     with no valid checkpoint yet starts again from step 0. A run trained by N processes
-    resumes with N (`--nproc N`, or the same torchrun world size).
+    resumes with N (`--nproc N`, or the same torchrun world size). A deleted config.gin
+    is written back from the newest checkpoint with --restore-config.
     """
     _under_torchrun(nproc)
     from flowkit.train.run import resume as run_resume
 
-    _finish(run_resume(run_dir, steps=steps, bindings=binding or (), device=device))
+    _finish(run_resume(run_dir, steps=steps, bindings=binding or (), device=device, restore_config=restore_config))
 
 
 def init_from(

@@ -2,10 +2,11 @@
 
 `LatentDataset.open` validates every segment and rejects bad ones with a reason rather
 than failing a run hours in: non-finite latents (from the per-segment ``max_abs`` written
-at prepare), a latent dim or frame rate that differs from the first store's, too few or
-too many frames, empty text, a language outside ``languages``, inconsistent unit timings,
+at prepare), too few or too many frames, empty text, a language outside ``languages``, inconsistent unit timings,
 missing units when ``require_units``. Bad *stores* (damaged, incomplete, newer format,
-not a store) raise `DataError` instead — there is nothing to salvage in them.
+not a store) raise `DataError` instead — there is nothing to salvage in them — and so do
+bad *unions*: one store given twice, or stores of different encoders (another encoder,
+the same at other settings, another latent width or frame rate).
 
 Shape legend: n frames, d latent channels.
 """
@@ -18,12 +19,14 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
 import numpy as np
 
 from flowkit.data.columns import StringColumn, ids_in
+from flowkit.data.encoder_records import describe_record, record_params
 from flowkit.data.shards import expand_stores
 from flowkit.data.store import StoreReader
 from flowkit.errors import DataError
@@ -111,6 +114,66 @@ def unit_problems(units: np.ndarray, text_len: int, n_frames: int) -> str | None
     if (cs[1:] < ce[:-1]).any() or (fs[1:] < fe[:-1]).any():
         return "units overlap or are out of order"
     return None
+
+
+def _given(stores: Sequence[str | os.PathLike[str]], corpus_of: Sequence[int], k: int, path: Path) -> str:
+    """How the user named expanded store ``k``: the path given, or ``SHARD in FOLDER``."""
+    raw = str(stores[corpus_of[k]])
+    return raw if Path(raw) == Path(path) else f"{Path(path).name} in {raw}"
+
+
+def _refuse_repeats(paths: Sequence[Path], given: Sequence[str]) -> None:
+    """Refuse a store named twice (another spelling, a symlink, a shard also given in its
+    folder): its segments would be read twice, silently doubling their weight.
+
+    Raises:
+        DataError: naming both spellings and the store they lead to.
+    """
+    seen: dict[Path, int] = {}
+    for k, path in enumerate(paths):
+        real = Path(os.path.realpath(path))
+        if real in seen:
+            first = seen[real]
+            raise DataError(
+                f"--data {given[first]} and --data {given[k]} are the same store ({real}); refused, not "
+                "de-duplicated: give each store once (read twice, its segments would count double)"
+            )
+        seen[real] = k
+
+
+def _encoder_of(reader: StoreReader) -> str:
+    """``encoder.log_mel (16000 Hz, hop 160, 80 bins, Slaney mel), 80 channels at 100 Hz``."""
+    record = reader.attrs.get("encoder")
+    name = describe_record(record) if isinstance(record, dict) else "no encoder record"
+    return f"{name}, {reader.latent_dim} channels at {reader.frame_rate:g} Hz"
+
+
+def _refuse_mixed(readers: Sequence[StoreReader], given: Sequence[str]) -> None:
+    """Refuse stores whose latents another encoder made than the first store's (or the
+    same encoder at other settings, another width or frame rate): one model, one set of
+    latent stats and one vocoder cannot serve both (``prepare --append`` refuses them too).
+
+    Raises:
+        DataError: naming both stores, their encoders and the first differing parameter.
+    """
+    first = readers[0]
+    want = first.attrs.get("encoder")
+    for k, reader in enumerate(readers[1:], start=1):
+        record = reader.attrs.get("encoder")
+        if (reader.latent_dim == first.latent_dim and math.isclose(reader.frame_rate, first.frame_rate)
+                and record == want):
+            continue
+        a, b = _encoder_of(first), _encoder_of(reader)
+        if a == b and isinstance(record, dict) and isinstance(want, dict):
+            pa, pb = record_params(want), record_params(record)
+            key = next((key for key in sorted(set(pa) | set(pb)) if pa.get(key) != pb.get(key)), None)
+            if key is not None:
+                a, b = f"{a}, {key} {pa.get(key)}", f"{b}, {key} {pb.get(key)}"
+        raise DataError(
+            f"--data mixes encoders: {given[0]} holds {a}; {given[k]} holds {b}. A run trains on one "
+            f"encoder's latents: give stores prepared with the same --encoder and -b settings (prepare "
+            f"{given[k]} again as {given[0]} was), or train on them in separate runs"
+        )
 
 
 class SegmentTable(Sequence[SegmentInfo]):
@@ -238,16 +301,25 @@ class LatentDataset:
 
         Raises:
             DataError: no store given, a store that cannot be read (see `StoreReader.open`),
-                or a shard folder with a shard missing or unfinished.
+                a shard folder with a shard missing or unfinished, the same store given
+                twice (`_refuse_repeats`), or stores whose latents come from different
+                encoders, widths or frame rates (`_refuse_mixed`).
         """
         if isinstance(stores, (str, os.PathLike)):
             stores = [stores]
         if not stores:
             raise DataError("no latent store given; pass at least one path built by `flowkit prepare`")
         paths, corpus_of = expand_stores(stores)  # a folder of --shard stores is their union
+        given = [_given(stores, corpus_of, k, p) for k, p in enumerate(paths)]
+        _refuse_repeats(paths, given)
         readers = [StoreReader.open(p) for p in paths]
+        try:
+            _refuse_mixed(readers, given)
+        except DataError:
+            for r in readers:
+                r.close()
+            raise
         report = LoadReport(split, [str(r.path) for r in readers])
-        first = readers[0]
         allowed = None if languages is None else set(languages)
         kept_store: list[np.ndarray] = []
         kept_row: list[np.ndarray] = []
@@ -257,19 +329,6 @@ class LatentDataset:
                 np.nonzero(ids_in(codes, names, {split}))[0]
             report.considered += int(rows.size)
             ids = reader.strings["segment_id"]
-            store_problem = None
-            if reader.latent_dim != first.latent_dim:
-                store_problem = ("wrong_dim", f"latent dim {reader.latent_dim} != {first.latent_dim} of {first.path}")
-            elif not math.isclose(reader.frame_rate, first.frame_rate):
-                store_problem = ("wrong_frame_rate", f"{reader.frame_rate} Hz != {first.frame_rate} Hz of {first.path}")
-            elif reader.attrs.get("encoder") != first.attrs.get("encoder"):
-                # same shape, other features (another mel scale, fmax, FFT ...): one vocoder and
-                # one set of latent stats cannot serve both
-                store_problem = ("wrong_encoder", f"encoder {reader.attrs.get('encoder')} != {first.attrs.get('encoder')} "
-                                                  f"of {first.path}")
-            if store_problem is not None:
-                report.rejections += [Rejection(str(reader.path), ids[i], *store_problem) for i in rows.tolist()]
-                continue
             reasons = cls._check_store(reader, min_frames, max_frames, allowed, require_units)
             chosen = np.zeros(reader.n_segments, dtype=bool)
             chosen[rows] = True
@@ -362,6 +421,33 @@ class LatentDataset:
 
     def __len__(self) -> int:
         return len(self.segments)
+
+    def why_empty(self) -> str:
+        """One line saying why this dataset holds no segment, naming its stores (a shard
+        folder once): they hold none, none is in ``split``, or loading rejected all of those.
+        """
+        from flowkit.data.shards import is_shard_folder
+
+        names: list[str] = []
+        for path in self.paths:
+            name = str(path.parent if is_shard_folder(path.parent) else path)
+            if name not in names:
+                names.append(name)
+        where = ", ".join(names)
+        held = sum(r.n_segments for r in self._readers)
+        split = self.split or "any"
+        if held == 0:
+            verb = "has" if len(names) == 1 else "have"
+            return (f"{where} {verb} no segments (every clip of its prepare was rejected or the inputs listed "
+                    "none): prepare it again from inputs with usable clips")
+        if self.report.considered == 0:
+            return (f"{where}: none of its {held} segments is in the {split} split; prepare the inputs again "
+                    f"with {split} rows in their split column, or without one (prepare then assigns the split)")
+        counts = ", ".join(f"{reason} {n}" for reason, n in self.report.counts().items())
+        first = self.report.rejections[0] if self.report.rejections else None
+        example = f"; e.g. {first.segment_id}: {first.detail}" if first is not None else ""
+        return (f"{where}: all {self.report.considered} segments of the {split} split were rejected on loading "
+                f"({counts}{example})")
 
     def read(self, indices: Sequence[int]) -> list[np.ndarray]:
         """Latents of segments ``indices`` as float32 ``[n_i d]``, in the order given.

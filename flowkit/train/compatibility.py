@@ -9,7 +9,10 @@ the steps `INIT_FROM_ALLOWED`: ``dur_cond: "none" -> "emotion"``, whose new
 zero-initialised FiLM parameters (`flowkit.model.dit.DUR_FILM_PREFIX`) keep their
 initialisation, and ``conditions: False -> True`` (an imported F5-TTS model gaining
 flowkit's global conditions, `flowkit.model.dit.GLOBALS_PREFIX`, zero-initialised in the
-F5 archs so they start at exactly no effect).
+F5 archs so they start at exactly no effect). ``dropout`` may differ freely: it is a
+training setting, not part of the weights (`flowkit.train.run` takes the rest of the
+network's shape from the parent). The data must be latents of the parent's encoder
+(`check_init_from_data`).
 
 Every refusal is a `ResumeError` of one line that says what differs and what to do.
 """
@@ -27,6 +30,7 @@ __all__ = [
     "INIT_FROM_ALLOWED",
     "RESUME_ALLOW",
     "check_data",
+    "check_init_from_data",
     "check_init_from_model",
     "check_resume_config",
     "check_steps",
@@ -64,6 +68,9 @@ INIT_FROM_ALLOWED: dict[str, tuple[Any, Any]] = {
     # an imported F5-TTS model gains flowkit's global conditions, zero-initialised
     "conditions": (False, True),
 }
+
+#: Model fields init-from accepts any change of: training settings that no weight depends on.
+INIT_FROM_FREE: tuple[str, ...] = ("dropout",)
 
 _STEPS = re.compile(r"^\s*(\d+)\s*$")
 
@@ -112,12 +119,51 @@ def check_init_from_model(diff: Mapping[str, tuple[Any, Any]], *, parent_path: s
     Raises:
         ResumeError: any other difference, naming the fields.
     """
-    refused = {k: tuple(v) for k, v in diff.items() if INIT_FROM_ALLOWED.get(k) != tuple(v)}
+    refused = {k: tuple(v) for k, v in diff.items() if INIT_FROM_ALLOWED.get(k) != tuple(v) and k not in INIT_FROM_FREE}
     if refused:
         text = "; ".join(f"{k}: {a!r} -> {b!r}" for k, (a, b) in refused.items())
         raise ResumeError(
             f"the model config differs from the parent {parent_path} ({text}); init-from needs the "
-            "same model, except model.dit.dur_cond 'none' -> 'emotion' and model.dit.conditions False -> True "
-            "— use the parent's model settings"
+            "same model, except model.dit.dur_cond 'none' -> 'emotion', model.dit.conditions False -> True "
+            "and any model.dit.dropout — use the parent's model settings"
         )
     return {k: tuple(v) for k, v in diff.items()}
+
+
+def check_init_from_data(parent_meta: Mapping[str, Any], encoder: Mapping[str, Any] | None, latent_dim: int, *,
+                         parent_path: str, stores: str) -> None:
+    """Refuse training data of another encoder (or width) than the parent's: its weights
+    and latent stats read one encoder's latents (an F5-TTS import reads vocos_mel).
+
+    Args:
+        parent_meta: the parent checkpoint's ``meta.json`` (``encoder``, ``latent_dim``).
+        encoder, latent_dim: the encoder record and latent width of the new run's stores.
+        parent_path, stores: for the message.
+
+    Raises:
+        ResumeError: naming both encoders and the ``prepare --encoder`` that fits the parent.
+    """
+    from flowkit.data.encoder_records import EncoderSpec, describe_record, record_params
+
+    theirs = parent_meta.get("encoder")
+    their_dim = parent_meta.get("latent_dim")
+    same_dim = their_dim is None or int(their_dim) == int(latent_dim)
+    if not isinstance(theirs, Mapping) or not isinstance(encoder, Mapping):
+        same_encoder = True  # a record missing on one side (an old store or run): the width decides
+    else:
+        same_encoder = EncoderSpec(str(theirs.get("name")), record_params(theirs)).mismatch(encoder) is None
+    if same_dim and same_encoder:
+        return
+
+    def text(record: Mapping[str, Any] | None, dim: Any) -> str:
+        name = describe_record(record) if isinstance(record, Mapping) else "an unrecorded encoder"
+        return f"{name}, {dim} channels"
+
+    name = theirs.get("name") if isinstance(theirs, Mapping) else None
+    fix = f"prepare the data with --encoder {name} (and the parent's settings)" if name else \
+        "prepare the data with the parent's encoder"
+    raise ResumeError(
+        f"init-from: the parent {parent_path} was trained on {text(theirs, their_dim)} latents; {stores} hold "
+        f"{text(encoder, latent_dim)}: its weights and latent stats read the parent's encoder only — {fix}, "
+        "or train from scratch without --init-from"
+    )

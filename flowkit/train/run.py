@@ -44,7 +44,7 @@ from flowkit.batching.pairing import PairingCounts
 from flowkit.batching.samplers import BatchStream
 from flowkit.console import console, err_console
 from flowkit.data.encoder_records import vocoder_record
-from flowkit.errors import CheckpointError, ConfigError, DataError, ResumeError
+from flowkit.errors import CheckpointError, ConfigError, DataError, FlowkitError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
 from flowkit.train import checkpoint, compatibility, distributed
 from flowkit.train.ema import EMA
@@ -56,8 +56,8 @@ from flowkit.train.settings import Trainer
 from flowkit.train.synthesis_meta import SYNTHESIS_KEY, synthesis_meta
 from flowkit.train.workspace import Workspace, git_commit
 
-__all__ = ["Fresh", "InitFrom", "Resume", "RunOutcome", "RunParts", "build_parts", "default_run_dir",
-           "plan_start", "resume", "train"]
+__all__ = ["Fresh", "InitFrom", "Resume", "RunOutcome", "RunParts", "build_parts", "check_data", "default_run_dir",
+           "option_bindings", "plan_start", "restore_config_file", "resume", "tiny_lr_warning", "train"]
 
 
 @attrs.frozen
@@ -131,7 +131,7 @@ def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") ->
         stores = [demo_store_path()]
     train_set = LatentDataset.open(stores, "train", min_frames=settings.min_frames, require_units=aligned)
     if len(train_set) == 0:
-        counts = train_set.report.to_dict()
+        why = train_set.why_empty()
         by_reason = train_set.report.counts()
         train_set.close()
         if aligned and set(by_reason) == {"missing_units"}:
@@ -140,10 +140,7 @@ def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") ->
                 f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: prepare with "
                 "--align energy or --textgrids DIR"
             )
-        raise DataError(
-            f"no usable training segment in {', '.join(map(str, stores))} ({counts}); check the "
-            "stores' split column and data_rejections.jsonl"
-        )
+        raise DataError(f"no usable training segment: {why}")
     if settings.vocoder is not None:
         from flowkit.data.encoder_records import check_vocoder
 
@@ -155,6 +152,25 @@ def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") ->
             raise
     val_set = LatentDataset.open(stores, "val", min_frames=settings.min_frames, require_units=aligned)
     return train_set, val_set
+
+
+def check_data(settings: Trainer, configs: str = "the config") -> str:
+    """Open the run's stores as a start does (the union's checks, the training split's
+    emptiness, the vocoder against the encoder) and close them; for ``flowkit config --data``.
+
+    Returns:
+        One line: segments per split and the stores.
+
+    Raises:
+        DataError, ConfigError: what a start with these settings would raise for its data.
+    """
+    train_set, val_set = _open_data(settings, getattr(settings.model, "text_path", None) == "aligned", configs)
+    try:
+        return (f"{len(train_set)} train / {len(val_set)} val segments "
+                f"({train_set.report.counts() or 'none'} rejected) from {', '.join(map(str, train_set.paths))}")
+    finally:
+        train_set.close()
+        val_set.close()
 
 
 def _probe_runner(settings: Trainer, dataset: Any, stats: Any, vocab: Any, languages: list[str],
@@ -324,6 +340,9 @@ class InitFrom:
         return compatibility.check_init_from_model(diff, parent_path=str(self.loaded.path))
 
     def check(self, settings: Trainer, train_set: Any, fingerprint: str) -> None:
+        compatibility.check_init_from_data(self.loaded.meta, train_set.store_attrs.get("encoder"),
+                                           train_set.latent_dim, parent_path=str(self.loaded.path),
+                                           stores=", ".join(map(str, train_set.paths)))
         self.model_diff(settings)
 
     def data_state(self, settings: Trainer, train_set: Any) -> tuple[Any, Any, list[str]]:
@@ -384,14 +403,50 @@ def _rank_state(state: dict[str, Any], ctx: distributed.DistContext, source: Pat
     return {"sampler": state["sampler"], "rng": state["rng"], "pairing_totals": state["pairing_totals"]}
 
 
-def _parent_checkpoint(parent: Path) -> checkpoint.LoadedCheckpoint:
-    """``parent`` (a checkpoint, or a run directory: its newest valid checkpoint), loaded."""
+def _not_a_parent(parent: Path) -> str | None:
+    """Why ``parent`` cannot be an init-from parent before anything is read (a latent store,
+    a folder of shard stores, a directory with neither checkpoints nor a checkpoint), or None."""
+    from flowkit.data.shards import is_shard_folder
+
+    if (parent / "zarr.json").is_file() or is_shard_folder(parent):
+        return (f"{parent} is a latent store (made by flowkit prepare), not a checkpoint or run; give the "
+                "store with --data, and as the parent a run directory (RUN), RUN/checkpoints/step-N or the "
+                "run flowkit import-f5 wrote")
+    if parent.is_dir() and not (parent / "checkpoints").is_dir() and not (parent / checkpoint.META_FILE).is_file() \
+            and not (parent / checkpoint.COMPLETE_FILE).is_file():
+        return (f"{parent} is neither a run directory (no checkpoints/) nor a checkpoint (no meta.json); give RUN, "
+                "RUN/checkpoints/step-N or the run flowkit import-f5 wrote")
+    return None
+
+
+def _parent_path(parent: Path) -> Path:
+    """The checkpoint directory ``parent`` stands for (a run directory: its newest valid checkpoint).
+
+    Raises:
+        CheckpointError: not a run or checkpoint (see `_not_a_parent`), or a run with no valid checkpoint.
+    """
+    parent = Path(parent)
+    why = _not_a_parent(parent)
+    if why is not None:
+        raise CheckpointError(why)
     if (parent / "checkpoints").is_dir():
         found, _ = checkpoint.find_latest(parent / "checkpoints")
         if found is None:
             raise CheckpointError(f"{parent} has no valid checkpoint to start from")
-        parent = found
-    return checkpoint.load_checkpoint(parent)
+        return found
+    return parent
+
+
+def _parent_checkpoint(parent: Path) -> checkpoint.LoadedCheckpoint:
+    """``parent`` (a checkpoint, or a run directory: its newest valid checkpoint), loaded;
+    one line says where the new run starts from."""
+    loaded = checkpoint.load_checkpoint(_parent_path(parent))
+    imported = loaded.meta.get("imported_from")
+    origin = f", imported from {imported.get('file', imported) if isinstance(imported, dict) else imported}" \
+        if imported else ""
+    _say(f"init-from: starting from {loaded.path} (step {loaded.step}{origin}): its weights, EMA, latent stats "
+         "and vocabulary; optimizer, lr schedule, sampler and random streams start fresh")
+    return loaded
 
 
 def _newest_valid(workspace: Workspace) -> tuple[Path | None, list[tuple[Path, str]]]:
@@ -427,7 +482,9 @@ def plan_start(workspace: Workspace, parsed: Any, init_from: Path | None = None,
     has_checkpoints = bool(checkpoint.list_checkpoints(workspace.checkpoints) or checkpoint.list_checkpoints(workspace.best))
     if saved_config is None:
         if has_checkpoints:
-            raise ResumeError(f"{root} holds checkpoints but no config.gin; choose another --out")
+            raise ResumeError(f"{root} holds checkpoints but no config.gin (deleted?); continue it with "
+                              f"`flowkit resume {root} --restore-config` (every checkpoint holds the config), "
+                              "or choose another --out")
         return InitFrom(_parent_checkpoint(Path(init_from))) if init_from is not None else Fresh()
     allowed = compatibility.check_resume_config(saved_config, parsed.text, run_dir=str(root))
     path, skipped = _newest_valid(workspace)
@@ -478,7 +535,7 @@ def _device(name: str) -> torch.device:
     return device
 
 
-def _extra_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
+def option_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
     """``--data`` and ``--steps`` as gin bindings (they apply after the files and ``-b``).
 
     Raises:
@@ -488,6 +545,13 @@ def _extra_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
     missing = [str(p) for p in data if not Path(p).exists()]
     if missing:
         raise DataError(f"--data {missing[0]}: no such store (the path does not exist); give a store made by flowkit prepare (NAME.zarr)")
+    seen: dict[str, Path] = {}
+    for p in data:
+        real = os.path.realpath(p)
+        if real in seen:
+            raise DataError(f"--data {seen[real]} and --data {p} are the same store ({real}); refused, not "
+                            "de-duplicated: give each store once (read twice, its segments would count double)")
+        seen[real] = Path(p)
     out = []
     if data:
         paths = ", ".join(repr(str(Path(p).resolve())) for p in data)
@@ -521,30 +585,124 @@ def train(
     """
     workspace = Workspace(Path(out))
     from flowkit import hub
+
     if init_from is not None and hub.is_hub(init_from):  # hf://OWNER/REPO/RUN: an imported run kept on the hub
         init_from = hub.resolve(init_from, kind="dir")
     if init_from is not None and not Path(init_from).exists():
         raise CheckpointError(f"{init_from} is not a checkpoint directory (it does not exist); give RUN or RUN/checkpoints/step-N")
-    parsed = gin_config.parse(config_files, [*bindings, *_extra_bindings(data, steps)])
-    return _launch(workspace, parsed, _device(device), plan_start(workspace, parsed, init_from))
+    extra = [*bindings, *option_bindings(data, steps)]
+    parsed = gin_config.parse(config_files, extra)
+    network, line = _parent_network(Path(init_from)) if init_from is not None else ([], None)
+    if network:
+        parsed = gin_config.parse(config_files, [*extra, *network])
+    origin = plan_start(workspace, parsed, init_from)
+    if line is not None and isinstance(origin, InitFrom):
+        _say(line)
+    return _launch(workspace, parsed, _device(device), origin)
+
+
+#: The model fields init-from takes from the parent: the network's shape and arithmetic,
+#: which its weights fix. The config keeps ``dropout`` (a training setting), and chooses
+#: ``text_path``, ``dur_cond`` and ``conditions``, checked by `compatibility.check_init_from_model`.
+PARENT_NETWORK = ("preset", "dim", "depth", "heads", "ff_mult", "text_dim", "conv_layers", "dur_hidden", "arch",
+                  "conv_pos_kernel", "long_skip")
+
+
+def _parent_network(parent: Path) -> tuple[list[str], str | None]:
+    """Bindings that make the config's ``model.dit`` the parent's network (`PARENT_NETWORK`),
+    for the fields where the config differs, and the line that names each value replaced
+    (None: nothing replaced). The config's dropout is kept as it resolves now (a preset
+    change would change it).
+
+    Run after a parse (the config's model is built from the bindings in force); the
+    bindings go last, so the run's config.gin records the network it trains.
+    """
+    from flowkit.model.dit import DiTConfig
+
+    try:
+        meta = json.loads((_parent_path(parent) / checkpoint.META_FILE).read_text(encoding="utf-8"))
+        theirs = DiTConfig.from_dict(meta["model_config"]).to_dict()
+    except (OSError, ValueError, KeyError, TypeError, FlowkitError):
+        return [], None  # an unreadable parent is refused, with its reason, when it is loaded
+    model = registry.build("model", "dit")
+    if not isinstance(model, DiTConfig):
+        return [], None
+    mine = model.to_dict()
+    changed = [k for k in PARENT_NETWORK if mine.get(k) != theirs.get(k)]
+    if not changed:
+        return [], None
+    out = [f"model.dit.{k} = {theirs[k]!r}" for k in changed]
+    out.append(f"model.dit.dropout = {mine['dropout']!r}")
+    text = ", ".join(f"{k} {mine.get(k)!r} -> {theirs[k]!r}" for k in changed)
+    return out, (f"init-from: the model is the parent's network ({text}); the config keeps model.dit.dropout = "
+                 f"{mine['dropout']!r} and chooses text_path, dur_cond ('none' -> 'emotion') and conditions "
+                 "(False -> True); for another network, train without --init-from")
 
 
 @distributed.name_rank_in_errors
-def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] = (), device: str = "auto") -> RunOutcome:
+def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] = (), device: str = "auto",
+           restore_config: bool = False) -> RunOutcome:
     """Continue ``run_dir`` from its newest valid checkpoint with its own ``config.gin``
     (from step 0 when it has none).
 
+    ``restore_config``: when ``config.gin`` is gone, write it back first from the config
+    the newest valid checkpoint holds (`restore_config`).
+
     Raises:
-        ResumeError: not a run directory, a config change outside the allow-list, changed
-            data, or a checkpoint past the configured steps.
+        ResumeError: not a run directory, config.gin missing (the message says how to
+            restore it), a config change outside the allow-list, changed data, or a
+            checkpoint past the configured steps.
     """
     workspace = Workspace(Path(run_dir))
     if not Path(run_dir).exists():
         raise ResumeError(f"{run_dir} does not exist; give a run directory written by flowkit train")
     if not workspace.config.is_file():
-        raise ResumeError(f"{run_dir} is not a flowkit run directory (no config.gin); start one with flowkit train")
-    parsed = gin_config.parse([workspace.config], [*bindings, *_extra_bindings((), steps)])
+        found = _newest_checkpoint_anywhere(workspace)
+        if found is None:
+            raise ResumeError(f"{run_dir} is not a flowkit run directory (no config.gin); start one with flowkit train")
+        if not restore_config:
+            raise ResumeError(
+                f"{run_dir} has checkpoints but no config.gin (deleted?); every checkpoint holds the run's config: "
+                f"`flowkit resume {run_dir} --restore-config` writes it back from {found.parent.name}/{found.name} "
+                "and continues"
+            )
+        restore_config_file(workspace)
+    parsed = gin_config.parse([workspace.config], [*bindings, *option_bindings((), steps)])
     return _launch(workspace, parsed, _device(device), plan_start(workspace, parsed, command="resume"))
+
+
+def _newest_checkpoint_anywhere(workspace: Workspace) -> Path | None:
+    """The newest valid checkpoint of ``checkpoints/``, else of ``best/``; None when there is none."""
+    for folder in (workspace.checkpoints, workspace.best):
+        found, _ = checkpoint.find_latest(folder)
+        if found is not None:
+            return found
+    return None
+
+
+def restore_config_file(workspace: Workspace) -> Path:
+    """Write the run's ``config.gin`` back from the config its newest valid checkpoint holds
+    (``meta.json`` ``config_text``: what the checkpoint was trained with); one line says so.
+
+    Returns:
+        The checkpoint it came from.
+
+    Raises:
+        ResumeError: no valid checkpoint, or config.gin exists (nothing is overwritten).
+        TrainingError: the run directory is locked by a live process.
+    """
+    from flowkit.io import atomic_write_text
+
+    with workspace.lock():
+        if workspace.config.is_file():
+            raise ResumeError(f"{workspace.config} exists; --restore-config writes it only when it is missing")
+        found = _newest_checkpoint_anywhere(workspace)
+        if found is None:
+            raise ResumeError(f"{workspace.root} has no valid checkpoint to restore config.gin from")
+        meta = json.loads((found / checkpoint.META_FILE).read_text(encoding="utf-8"))
+        atomic_write_text(workspace.config, meta["config_text"])
+    _say(f"resume: restored {workspace.config} from {found.parent.name}/{found.name}/{checkpoint.META_FILE}")
+    return found
 
 
 # ---- one run, start to end -----------------------------------------------------------------
@@ -609,6 +767,8 @@ def _run(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.dev
         if ctx.is_main:
             _write_workspace(workspace, parsed, settings, parts, device, meta, origin,
                              lock_takeover=lock_takeover, step=step)
+        if ctx.is_main and not origin.resumed:
+            maybe_warn_tiny_lr(settings)
         loggers = _loggers(settings) if ctx.is_main else []  # only rank 0 logs
         for logger in loggers:
             logger.open(workspace.root, resumed=origin.resumed, total_steps=settings.steps, start_step=step)
@@ -639,6 +799,42 @@ def _run(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.dev
         return RunOutcome(workspace.root, status, loop.counters.step, loop.counters.best_val_loss)
     finally:
         parts.close()
+
+
+#: A run whose learning rate never reaches this fraction of ``Trainer.lr`` gets a warning at start.
+TINY_LR_FRACTION = 0.1
+
+
+def tiny_lr_warning(settings: Trainer) -> str | None:
+    """The warning for a run whose lr schedule keeps the learning rate below
+    `TINY_LR_FRACTION` of ``Trainer.lr`` over all its ``Trainer.steps`` updates (a warm-up
+    longer than the run: F5-TTS's 20,000 warm-up updates over a 200-step fine-tune peak at
+    1 % of the lr), or None. The schedule is sampled at up to ~10,000 updates."""
+    total = int(settings.steps)
+    if total < 1:
+        return None
+    stride = max(1, total // 10000)
+    updates = [*range(0, total, stride), total - 1]
+    peak_at = max(updates, key=lambda u: float(settings.lr_schedule(u, total)))
+    peak = float(settings.lr_schedule(peak_at, total))
+    if peak >= TINY_LR_FRACTION:
+        return None
+    name = next((c.name for c in registry.components("lr_schedule") if isinstance(c.obj, type)
+                 and isinstance(settings.lr_schedule, c.obj)), None)
+    warmup = getattr(settings.lr_schedule, "warmup_updates", None)
+    fix = "shorten the schedule's warm-up, or raise Trainer.steps"
+    if name is not None and isinstance(warmup, int) and warmup > total:
+        fix = (f"lr_schedule.{name}.warmup_updates = {warmup} is longer than the run: scale it to the run, e.g. "
+               f"-b \"lr_schedule.{name}.warmup_updates = {max(1, total // 10)}\" (10 %)")
+    return (f"the learning rate stays below {TINY_LR_FRACTION:.0%} of Trainer.lr = {settings.lr:g} for the whole run: "
+            f"it peaks at {settings.lr * peak:.3g} (update {peak_at + 1} of {total}); {fix}")
+
+
+def maybe_warn_tiny_lr(settings: Trainer) -> None:
+    """Print `tiny_lr_warning` (one ``warning:`` line) when it applies."""
+    line = tiny_lr_warning(settings)
+    if line is not None:
+        _warn(line)
 
 
 def _listing(root: Path) -> set[str] | None:

@@ -42,10 +42,12 @@ def test_union_of_stores_and_wrong_dim(tmp_path):
     a = write_store(tmp_path / "a.zarr", [_lat(10, seed=i) for i in range(3)], splits=["train", "val", "train"])
     b = write_store(tmp_path / "b.zarr", [_lat(12, seed=9 + i) for i in range(2)])
     c = write_store(tmp_path / "c.zarr", [_lat(12, dim=6)], dim=6)
-    ds = LatentDataset.open([a, b, c], "train")
+    with pytest.raises(DataError, match="mixes encoders: .*4 channels.*6 channels"):
+        LatentDataset.open([a, b, c], "train")  # another width is refused, not rejected by segment
+    ds = LatentDataset.open([a, b], "train")
     assert [(s.store, s.row) for s in ds.segments] == [(0, 0), (0, 2), (1, 0), (1, 1)]
     assert ds.lengths.tolist() == [10, 10, 12, 12]
-    assert ds.report.counts() == {"wrong_dim": 1}
+    assert ds.report.counts() == {}
     got = ds.read([3, 0, 2])
     np.testing.assert_array_equal(got[0], _lat(12, seed=10).astype(np.float32))
     np.testing.assert_array_equal(got[1], _lat(10, seed=0).astype(np.float32))

@@ -1,0 +1,205 @@
+"""What a training start is given, refused or explained before any step (issue 24).
+
+Each case goes through the real CLI (the Typer app in-process: the same ``guarded``
+wrapper, the same one ``error:`` line and exit code as a shell) and each failed on the
+code before issue 24:
+
+- ``--data`` stores of different encoders (same width, or another width) trained on the
+  first store's segments and logged the rest as ``wrong_encoder`` / ``wrong_dim``;
+- ``--data S --data S`` (also by another spelling, a symlink, a shard and its folder)
+  read the store twice;
+- ``init-from STORE.zarr`` said "no COMPLETE marker";
+- init-from a parent of another encoder: a numpy broadcast error (another width) or a
+  silent start (the same width);
+- a run whose config.gin was deleted: "not a flowkit run directory", no way back;
+- init-from with a config of another network size was refused (now the parent's network
+  is taken, and one line says so); there was no "starting from PARENT" line and no
+  warning when the warm-up outlasts the run.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from reliability_helpers import DEBUG_GIN, TINY, write_store
+
+from flowkit.errors import CheckpointError, DataError, ResumeError
+
+
+def _invoke(argv: list[str], capfd: pytest.CaptureFixture) -> tuple[int, str]:
+    """Run ``flowkit ARGV`` in-process: (exit code, everything it printed)."""
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    capfd.readouterr()
+    result = CliRunner().invoke(app, [str(a) for a in argv])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    captured = capfd.readouterr()
+    return result.exit_code, captured.out + captured.err + result.output
+
+
+def _one_error(argv: list[str], capfd: pytest.CaptureFixture, code: int, *fragments: str) -> str:
+    """The command fails with ``code`` and exactly one ``error:`` line holding ``fragments``."""
+    exit_code, out = _invoke(argv, capfd)
+    errors = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert exit_code == code, (exit_code, out)
+    assert len(errors) == 1 and "Traceback" not in out, out
+    for fragment in fragments:
+        assert fragment in errors[0], (fragment, errors[0])
+    return errors[0]
+
+
+def _train(store_args: list[str | Path], out: Path, *extra: str, steps: int = 1) -> list[str]:
+    bindings = [x for b in (*TINY, *extra) for x in ("-b", b)]
+    data = [x for s in store_args for x in ("--data", str(s))]
+    return ["train", str(DEBUG_GIN), *bindings, *data, "--out", str(out), "--steps", str(steps), "--device", "cpu"]
+
+
+def _other_encoder_store(path: Path, *, dim: int = 8) -> Path:
+    """A store like `write_store`'s whose latents another encoder made (``synthetic_b``)."""
+    import numpy as np
+    from reliability_helpers import segment
+
+    from flowkit.data.store import StoreWriter
+
+    rng = np.random.default_rng(5)
+    writer = StoreWriter.create(path, encoder_name="synthetic_b", encoder_params={"dim": dim}, frame_rate=100.0,
+                                sample_rate=16000, latent_dim=dim, latent_dtype="float32")
+    for s in range(2):
+        for k in range(8):
+            writer.add(segment(k, s, rng, latent_dim=dim, split="val" if k >= 6 else "train"))
+    return writer.commit()
+
+
+# ---- --data --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dim", [8, 6], ids=["same_width", "other_width"])
+def test_stores_of_different_encoders_are_refused_naming_both(store: Path, tmp_path: Path, dim: int,
+                                                              capfd: pytest.CaptureFixture) -> None:
+    other = _other_encoder_store(tmp_path / "other.zarr", dim=dim)
+    out = tmp_path / "run"
+    line = _one_error(_train([store, other], out), capfd, DataError.exit_code, "mixes encoders", str(store),
+                      "encoder.synthetic", str(other), "encoder.synthetic_b", f"{dim} channels")
+    assert "prepare" in line
+    assert not out.exists()  # nothing of the refused start is left behind
+
+
+def test_shard_folders_of_different_encoders_are_refused(store: Path, tmp_path: Path,
+                                                         capfd: pytest.CaptureFixture) -> None:
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    shutil.copytree(store, folder / "shard-00000-of-00002.zarr")
+    _other_encoder_store(folder / "shard-00001-of-00002.zarr")
+    _one_error(_train([folder], tmp_path / "run"), capfd, DataError.exit_code, "mixes encoders",
+               "shard-00000-of-00002.zarr in", "shard-00001-of-00002.zarr in", "encoder.synthetic_b")
+
+
+@pytest.mark.parametrize("spelling", ["same", "dotdot", "symlink", "shard_and_folder"])
+def test_the_same_store_twice_is_refused(store: Path, tmp_path: Path, spelling: str,
+                                         capfd: pytest.CaptureFixture) -> None:
+    first: Path = store
+    if spelling == "same":
+        second: Path = store
+    elif spelling == "dotdot":
+        second = store.parent / "x" / ".." / store.name
+        (store.parent / "x").mkdir(exist_ok=True)
+    elif spelling == "symlink":
+        second = tmp_path / "link.zarr"
+        second.symlink_to(store, target_is_directory=True)
+    else:
+        first = tmp_path / "shards"
+        first.mkdir()
+        for i in range(2):
+            write_store(first / f"shard-{i:05d}-of-00002.zarr", seed=i)
+        second = first / "shard-00001-of-00002.zarr"
+    out = tmp_path / "run"
+    _one_error(_train([first, second], out), capfd, DataError.exit_code, "same store", "refused, not de-duplicated",
+               "give each store once")
+    assert not out.exists()
+
+
+# ---- init-from and resume ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 1-step debug run (tiny model) on the tiny store: a parent for init-from."""
+    from flowkit.train import run
+
+    root = tmp_path_factory.mktemp("parent")
+    data = write_store(root / "tiny.zarr")
+    out = root / "run"
+    run.train([DEBUG_GIN], list(TINY), data=[data], out=out, steps=1, device="cpu")
+    return out
+
+
+def test_init_from_a_store_says_it_is_a_store(store: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    _one_error([*_train([store], tmp_path / "run"), "--init-from", str(store)], capfd, CheckpointError.exit_code,
+               f"{store} is a latent store", "not a checkpoint or run", "--data")
+
+
+@pytest.mark.parametrize("dim", [8, 6], ids=["same_width", "other_width"])
+def test_init_from_a_parent_of_another_encoder_is_refused_naming_both(parent: Path, tmp_path: Path, dim: int,
+                                                                      capfd: pytest.CaptureFixture) -> None:
+    other = _other_encoder_store(tmp_path / "other.zarr", dim=dim)
+    out = tmp_path / "child"
+    _one_error([*_train([other], out), "--init-from", str(parent)], capfd, ResumeError.exit_code,
+               "init-from", "encoder.synthetic, 8 channels", f"encoder.synthetic_b, {dim} channels",
+               "--encoder synthetic")
+    assert not out.exists()
+
+
+def test_resume_without_config_gin_offers_to_restore_it(parent: Path, tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(parent, run_dir)
+    saved = (run_dir / "config.gin").read_text(encoding="utf-8")
+    (run_dir / "config.gin").unlink()
+    _one_error(["resume", run_dir, "--device", "cpu"], capfd, ResumeError.exit_code, "no config.gin",
+               f"flowkit resume {run_dir} --restore-config")
+    assert not (run_dir / "config.gin").exists()  # the refusal writes nothing
+    code, out = _invoke(["resume", run_dir, "--restore-config", "--steps", "2", "--device", "cpu"], capfd)
+    assert code == 0, out
+    assert "restored" in out and "config.gin" in out, out
+    assert (run_dir / "config.gin").read_text(encoding="utf-8").splitlines()[0] == saved.splitlines()[0]
+    assert "continuing" in out and "(step 1)" in out, out
+
+
+@pytest.fixture(scope="module")
+def child(parent: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """An init-from run of the parent whose config asks for another network size (the
+    small preset) and a warm-up much longer than the run: (run dir, what it printed)."""
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    root = tmp_path_factory.mktemp("child")
+    data = write_store(root / "tiny.zarr")
+    argv = _train([data], root / "run", "model.dit.preset = 'small'", "lr_schedule.warmup_cosine.warmup_updates = 1000",
+                  steps=2)
+    result = CliRunner().invoke(app, [*argv, "--init-from", str(parent)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    return root / "run", result.output
+
+
+def test_init_from_says_where_it_starts_from(child: tuple[Path, str], parent: Path) -> None:
+    _, out = child
+    assert f"init-from: starting from {parent / 'checkpoints'}" in out, out
+
+
+def test_init_from_takes_the_network_from_the_parent(child: tuple[Path, str]) -> None:
+    run_dir, out = child
+    assert "init-from: the model is the parent's network (preset 'small' -> 'tiny', dim 256 -> 64" in out, out
+    assert "model.dit.preset = 'tiny'" in (run_dir / "config.gin").read_text(encoding="utf-8")
+
+
+def test_a_warm_up_longer_than_the_run_is_one_warning(child: tuple[Path, str]) -> None:
+    _, out = child
+    warnings = [line for line in out.splitlines() if line.startswith("warning: the learning rate stays")]
+    assert len(warnings) == 1, out
+    assert "warmup_updates = 1000 is longer than the run" in warnings[0], warnings[0]
+    assert "peaks at 2e-06 (update 2 of 2)" in warnings[0], warnings[0]  # 1e-3 * 2 / 1000
