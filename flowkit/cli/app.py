@@ -141,18 +141,34 @@ def config(
     binding: Annotated[
         list[str] | None, typer.Option("-b", "--binding", help="A gin binding, applied last; repeatable.")
     ] = None,
+    data: Annotated[
+        list[Path] | None,
+        typer.Option("--data", help="A latent store (or shard folder) to check the config against, as train "
+                     "would use it; repeatable."),
+    ] = None,
 ) -> None:
-    """Parse a config, check its values as train does, and print every binding in force."""
+    """Parse a config, check its values as train does, and print every binding in force.
+
+    With --data (as train's) the stores are opened and checked as a start would (same
+    encoder in every store, each store once, a non-empty training split, the vocoder)."""
     from flowkit import config as gin_config
     from flowkit.console import console
+    from flowkit.train.run import option_bindings
 
-    parsed = gin_config.parse(files, binding or ())
+    parsed = gin_config.parse(files, [*(binding or ()), *option_bindings(data or (), None)])
     from flowkit.train.settings import Trainer
 
-    Trainer()  # builds every component: a value train would refuse is refused here too
+    settings = Trainer()  # builds every component: a value train would refuse is refused here too
+    checked = None
+    if data:
+        from flowkit.train.run import check_data
+
+        checked = check_data(settings, " ".join(str(f) for f in files))
     console.print(f"# files: {', '.join(str(f) for f in parsed.files)}", highlight=False, markup=False)
     if parsed.bindings:
         console.print(f"# bindings: {'; '.join(parsed.bindings)}", highlight=False, markup=False)
+    if checked is not None:
+        console.print(f"# data: {checked}", highlight=False, markup=False, soft_wrap=True)
     console.print(gin_config.config_text(), highlight=False, markup=False, soft_wrap=True)
 
 
