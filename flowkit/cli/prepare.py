@@ -65,7 +65,7 @@ def prepare(
     console.print(table)
     from flowkit.console import err_console
 
-    for line in done.split_warnings():
+    for line in [*done.notes, *done.split_warnings()]:
         err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if summary:
         from flowkit.cli.data import print_summary

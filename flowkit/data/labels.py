@@ -7,6 +7,9 @@ still has a valid id and the model learns an "unknown" embedding.
   TTS corpora (ESD, CREMA-D, RAVDESS subsets); ids 1..7 in `EMOTIONS` order.
 - Speaking-rate buckets 1..5 (slow..fast) from characters per second of active speech.
 - Loudness buckets 1..5 (quiet..loud) from ITU-R BS.1770 integrated loudness (LUFS).
+- Languages: ISO-639-1 two-letter codes. `language_code` is the one normalisation every
+  prepare input goes through (metadata.csv, manifests, LibriTTS, Lhotse, Hugging Face):
+  ``EN``, ``en-US``, ``pt_BR``, ``English`` and ``eng`` become ``en`` / ``pt`` / ``en``.
 
 The bucket thresholds are fixed constants (not fitted to a corpus) so that a store built
 in several appends, or two stores joined in one dataset, bucket alike. They were chosen
@@ -17,6 +20,8 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -28,6 +33,65 @@ N_LOUDNESS_BUCKETS = 5
 RATE_EDGES_CPS: tuple[float, ...] = (8.0, 11.0, 14.0, 17.0)
 #: Upper edges (LUFS) of loudness buckets 1..4; bucket 5 above.
 LOUDNESS_EDGES_LUFS: tuple[float, ...] = (-35.0, -27.0, -21.0, -15.0)
+
+
+#: English names of the languages common in speech corpora (Lhotse recipes write these) -> ISO-639-1
+LANGUAGE_NAMES: dict[str, str] = {
+    "arabic": "ar", "catalan": "ca", "chinese": "zh", "mandarin": "zh", "czech": "cs", "danish": "da",
+    "dutch": "nl", "english": "en", "finnish": "fi", "french": "fr", "german": "de", "greek": "el",
+    "hindi": "hi", "hungarian": "hu", "indonesian": "id", "italian": "it", "japanese": "ja", "korean": "ko",
+    "norwegian": "no", "persian": "fa", "polish": "pl", "portuguese": "pt", "romanian": "ro", "russian": "ru",
+    "spanish": "es", "swedish": "sv", "thai": "th", "turkish": "tr", "ukrainian": "uk", "vietnamese": "vi",
+}
+#: ISO-639-2 three-letter codes (terminological and bibliographic forms) of the same languages,
+#: and ISO-639-3 ``cmn`` (Mandarin) -> ISO-639-1
+LANGUAGE_CODES_3: dict[str, str] = {
+    "ara": "ar", "cat": "ca", "zho": "zh", "chi": "zh", "cmn": "zh", "ces": "cs", "cze": "cs", "dan": "da",
+    "nld": "nl", "dut": "nl", "eng": "en", "fin": "fi", "fra": "fr", "fre": "fr", "deu": "de", "ger": "de",
+    "ell": "el", "gre": "el", "hin": "hi", "hun": "hu", "ind": "id", "ita": "it", "jpn": "ja", "kor": "ko",
+    "nor": "no", "fas": "fa", "per": "fa", "pol": "pl", "por": "pt", "ron": "ro", "rum": "ro", "rus": "ru",
+    "spa": "es", "swe": "sv", "tha": "th", "tur": "tr", "ukr": "uk", "vie": "vi",
+}
+#: the forms `language_code` maps, as rejection messages list them
+LANGUAGE_FORMS = ("an ISO-639-1 code (en, de), a locale (en-US, pt_BR, zh-Hant-TW), an English name "
+                  "(English, German) or an ISO-639-2 code (eng, deu)")
+# a BCP-47-like tag: primary language subtag, then region / script / variant subtags
+_TAG = re.compile(r"^([a-z]{2,3})(?:[-_][a-z0-9]+)*$")
+_ISO_639_1 = re.compile(r"^[a-z]{2}$")
+
+
+def language_code(value: object) -> str:
+    """``value`` as the ISO-639-1 code a store keeps, or "" (unknown) for None / blank.
+
+    Case and surrounding space are ignored. ``"en"``, ``"EN"``, ``"en-US"``, ``"en_us"``,
+    ``"English"`` and ``"eng"`` all give ``"en"``; a locale keeps its language subtag
+    (``"pt_BR"`` -> ``"pt"``, ``"zh-Hant-TW"`` -> ``"zh"``). A value it cannot map comes back
+    lowered (``"Klingon"`` -> ``"klingon"``), for `language_ok` to refuse, or for
+    ``prepare.languages`` to admit as it is.
+    """
+    text = "" if value is None else str(value).strip().lower()
+    if not text:
+        return ""
+    if text in LANGUAGE_NAMES:
+        return LANGUAGE_NAMES[text]
+    match = _TAG.match(text)
+    if match:
+        primary = match.group(1)
+        if len(primary) == 2:
+            return primary
+        if primary in LANGUAGE_CODES_3:
+            return LANGUAGE_CODES_3[primary]
+    return text
+
+
+def language_ok(code: str, allowed: Sequence[str] | None) -> bool:
+    """Whether the normalised ``code`` may enter a store: "" (unknown) always; else any
+    ISO-639-1 code when ``allowed`` is None, or one of ``allowed`` (normalised alike)."""
+    if code == "":
+        return True
+    if allowed is None:
+        return bool(_ISO_639_1.match(code))
+    return code in {language_code(a) for a in allowed}
 
 
 def emotion_id(name: str) -> int:

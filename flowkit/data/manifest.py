@@ -12,6 +12,9 @@ header row; fields ``audio`` (path, relative to the manifest's folder) and ``tex
 required, ``id`` (default: the audio file's stem), ``speaker``, ``language``, ``emotion``,
 ``intensity`` (0..1) and ``split`` (``train``/``val``) are optional.
 
+Every input kind's language goes through `flowkit.data.labels.language_code` here
+(`item_from_fields`): ``EN``, ``en-US`` and ``English`` are all ``en``.
+
 Bad lines are not errors: each becomes a `Rejection` with a reason and the rest goes on.
 Text files are decoded line by line, so one line that is not UTF-8 is one ``bad_encoding``
 rejection (with its line number), not a failed prepare. Audio files are found whatever
@@ -25,7 +28,6 @@ import csv
 import json
 import math
 import os
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,13 +35,12 @@ from typing import Any
 import attrs
 
 from flowkit.data.audio import AUDIO_SUFFIXES
-from flowkit.data.labels import EMOTIONS
+from flowkit.data.labels import EMOTIONS, LANGUAGE_FORMS, language_code, language_ok
 from flowkit.errors import DataError
 
 LAYOUT_COLUMNS = ("id", "text", "normalized_text", "speaker", "language", "emotion", "intensity", "split", "_")
 AUTO_LAYOUTS = {2: "id,text", 3: "id,text,normalized_text", 4: "id,text,speaker,language"}
 SPLITS = ("train", "val")
-_ISO_639_1 = re.compile(r"^[a-z]{2}$")
 
 
 @attrs.frozen
@@ -68,15 +69,6 @@ class Rejection:
 
     def to_dict(self) -> dict[str, str]:
         return attrs.asdict(self)
-
-
-def language_ok(language: str, allowed: Sequence[str] | None) -> bool:
-    """Whether ``language`` is accepted: "" (unknown) always; else in ``allowed``, or any ISO-639-1 code when None."""
-    if language == "":
-        return True
-    if allowed is None:
-        return bool(_ISO_639_1.match(language))
-    return language in allowed
 
 
 def parse_layout(layout: str, first_line_columns: int, path: Path) -> list[str]:
@@ -194,10 +186,15 @@ def item_from_fields(
         return Rejection(segment_id, "missing_text", "the text is empty", source)
     if audio is None:
         return Rejection(segment_id, "missing_audio", f"no audio file {segment_id}{{{','.join(AUDIO_SUFFIXES)}}}", source)
-    language = (fields.get("language") or default_language).strip()
+    given = (fields.get("language") or "").strip() or (default_language or "").strip()
+    language = language_code(given)  # the one normalisation of every input kind
     if not language_ok(language, languages):
-        allowed = "ISO-639-1 two-letter codes" if languages is None else ", ".join(languages)
-        return Rejection(segment_id, "unknown_language", f"language {language!r} (allowed: {allowed})", source)
+        if languages is None:
+            detail = (f"language {given!r} is not one flowkit can map; give {LANGUAGE_FORMS} "
+                      "(docs/data-format.md), or admit it with -b \"prepare.languages = [...]\"")
+        else:
+            detail = f"language {given!r} is not in prepare.languages ({', '.join(languages)})"
+        return Rejection(segment_id, "unknown_language", detail, source)
     emotion = (fields.get("emotion") or "").strip().lower()
     if emotion and emotion not in EMOTIONS:
         return Rejection(segment_id, "unknown_emotion", f"emotion {emotion!r} (known: {', '.join(EMOTIONS)})", source)

@@ -4,7 +4,8 @@ The parent process reads the inputs, hands clips to worker processes (spawn cont
 workers decode, resample, measure and encode, and never touch zarr) and writes their
 results into the store in input order, so the same inputs always give the same store
 and fingerprint. Bad input never stops the run: each skipped clip is a `Rejection`
-with a reason, written to ``<store>/rejections.jsonl`` and counted in the summary.
+with a reason, written to ``<store>/rejections.jsonl`` and counted in the summary. A run
+that rejects every clip publishes no store (exit 3, the reasons in ``<store>.rejections.jsonl``).
 
 Settings are the gin configurable ``prepare`` (e.g. ``-b "prepare.max_seconds = 12"``).
 """
@@ -31,6 +32,7 @@ from flowkit.data import encoders as _encoders  # noqa: F401  registers encoder.
 from flowkit.data.importers import read_inputs
 from flowkit.data.importers.sources import load_item_audio
 from flowkit.data.labels import recorded_buckets
+from flowkit.data.locks import StoreLock
 from flowkit.data.manifest import Item, Rejection
 from flowkit.data.shards import shard_of, shard_store_path
 from flowkit.data.store import (
@@ -84,6 +86,8 @@ class PrepareSummary:
     skipped: bool = False  # a shard found complete: nothing was decoded
     #: segments in the store after this run per speaker and split: {speaker: {"train": n, "val": n}}
     splits: dict[str, Counter] = attrs.Factory(dict)
+    #: lines the command prints as warnings (e.g. a shard that holds no segment)
+    notes: list[str] = attrs.Factory(list)
 
     @property
     def speed(self) -> float:
@@ -300,13 +304,18 @@ def prepare_store(
     ``out/shard-<i>-of-<n>.zarr`` (`flowkit.data.shards`); a shard already complete there
     is left as it is and reported as skipped.
 
+    One writer per store: ``<out>.lock`` (`flowkit.data.locks`) is held for the whole run.
+    When no segment is left to publish, nothing is: the rejections go to
+    ``<out>.rejections.jsonl`` beside it and a `DataError` says so. A shard is the exception
+    when the whole listing has items but none of its part survives: it is published empty
+    (the shard folder is complete only with all N), with a line in ``summary.notes``.
+
     Raises:
         DataError: an input that cannot be read at all, ``out`` existing without
             ``append``, a store to append to that is invalid or has another encoder,
-            ``shard`` with ``append``, or ``shard`` with ``out`` a store.
+            ``shard`` with ``append``, ``shard`` with ``out`` a store, another prepare
+            writing ``out`` (or the shard) now, or every item of the inputs rejected.
     """
-    from flowkit.console import Progress
-
     settings = settings or PrepareSettings()
     encoder = settings.encoder if settings.encoder is not None else _default_encoder()
     aligner = settings.aligner
@@ -325,20 +334,38 @@ def prepare_store(
                             "prepare new data into another --out folder and give both to --data")
         if (out / "zarr.json").is_file() or (out.exists() and not out.is_dir()):
             raise DataError(f"--out {out} is a store or a file; with --shard, --out names the folder that holds the shards")
-        out = shard_store_path(out, *shard)
-        if (out / "zarr.json").is_file():
+        folder, out = out, shard_store_path(out, *shard)
+        what, retry = f"shard {shard[0]}/{shard[1]} of {folder}", "or run another --shard"
+    else:
+        what, retry = str(out), "or give another --out"
+    if append and not out.exists():  # zarr would create an empty group there (zarr-python #3364)
+        raise DataError(f"--append {out}: no such store; to create it, run the same command without --append")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DataError(f"--out {out}: cannot create the folder {out.parent} ({exc.strerror})") from None
+    with StoreLock.acquire(out, what, retry):  # one writer per store or shard
+        if shard is not None and (out / "zarr.json").is_file():
             reader = StoreReader.open(out)  # a complete shard of an earlier run: nothing to redo
             done = PrepareSummary(out, total_segments=reader.n_segments, fingerprint=reader.attrs["fingerprint"],
                                   skipped=True, wall_seconds=time.perf_counter() - started)
             reader.close()
             return done
+        return _write_store(inputs, out, settings, encoder, aligner, workers, append, textgrids, progress,
+                            input_format, shard, started)
+
+
+def _write_store(inputs: Sequence[Path], out: Path, settings: PrepareSettings, encoder: Any, aligner: Any,
+                 workers: int, append: bool, textgrids: Path | None, progress: bool, input_format: str,
+                 shard: tuple[int, int] | None, started: float) -> PrepareSummary:
+    """`prepare_store`'s work once the lock of ``out`` is held."""
+    from flowkit.console import Progress
+
     summary = PrepareSummary(out)
     rejections: list[Rejection] = []
 
     encoder_name = _registered_name("encoder", encoder)
     if append:
-        if not out.exists():  # zarr would create an empty group there (zarr-python #3364)
-            raise DataError(f"--append {out}: no such store; to create it, run the same command without --append")
         writer = StoreWriter.append_to(out)
         enc = writer.attrs["encoder"]
         if enc["params"] != _jsonable(encoder.params()) or enc["name"] != encoder_name:
@@ -369,6 +396,8 @@ def prepare_store(
                 seen.add(entry.segment_id)
                 items.append(entry)
                 listed.append(entry)
+        if not items:  # nothing to decode in any shard: the same answer for every one
+            _refuse_empty(out, inputs, [e for e in listed if isinstance(e, Rejection)], append)
         # planned from the whole listing: every shard plans the same split
         for (speaker, split), n in _store_splits(writer).items():
             summary.splits.setdefault(speaker, Counter())[split] += n
@@ -404,17 +433,56 @@ def prepare_store(
                 elapsed = time.perf_counter() - started
                 bar.update(1, ok=summary.accepted, rejected=len(rejections),
                            xrt=summary.decoded_seconds / max(elapsed, 1e-9))
+        if summary.accepted == 0:
+            if shard is None:
+                _refuse_empty(out, inputs, rejections, append)
+            # an empty shard is published all the same: the folder is complete only with all N
+            summary.notes.append(
+                f"shard {shard[0]}/{shard[1]} holds no segment: "
+                + (f"all {len(rejections)} of its items were rejected ({_top_reasons(rejections)}); see "
+                   f"{out / REJECTIONS_FILE}" if rejections else "no item of the inputs falls in this part"))
         _write_rejections(writer, rejections)
         final = writer.commit()
     except BaseException:
         writer.abort()
         raise
+    failed = rejections_beside(out)
+    if failed.is_file():  # the rejections of an earlier run that published nothing
+        failed.unlink()
     summary.store = final
     summary.rejected = Counter(r.reason for r in rejections)
     summary.total_segments = writer.n0
     summary.fingerprint = writer.fingerprint
     summary.wall_seconds = time.perf_counter() - started
     return summary
+
+
+def rejections_beside(store: Path) -> Path:
+    """``<store>.rejections.jsonl``: where a prepare that publishes nothing writes its rejections."""
+    return store.with_name(store.name + ".rejections.jsonl")
+
+
+def _top_reasons(rejections: Sequence[Rejection], most: int = 4) -> str:
+    counts = Counter(r.reason for r in rejections).most_common()
+    text = ", ".join(f"{reason} {n}" for reason, n in counts[:most])
+    return text + (f" and {len(counts) - most} more reasons" if len(counts) > most else "")
+
+
+def _refuse_empty(out: Path, inputs: Sequence[Path], rejections: Sequence[Rejection], append: bool) -> None:
+    """Raise the `DataError` of a prepare with no segment to publish, its rejections written beside ``out``.
+
+    Raises:
+        DataError: always.
+    """
+    from flowkit.io import atomic_write_text
+
+    outcome = f"nothing was added to {out}" if append else f"no store was written at {out}"
+    if not rejections:
+        raise DataError(f"{', '.join(map(str, inputs))}: the inputs list no clip; {outcome}")
+    path = rejections_beside(out)
+    atomic_write_text(path, "".join(json.dumps(r.to_dict(), ensure_ascii=False) + "\n" for r in rejections))
+    raise DataError(f"all {len(rejections)} items of the inputs were rejected ({_top_reasons(rejections)}); "
+                    f"{outcome}; the reason of each is in {path}")
 
 
 def _store_splits(writer: StoreWriter) -> Counter:

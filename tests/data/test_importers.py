@@ -148,8 +148,14 @@ def test_lhotse_missing_recording_is_rejected(tmp_path, clips, quiet_prepare):
     SupervisionSet.from_segments([SupervisionSegment("gone-s", "gone", 0.0, rec.duration, text="x", speaker="s",
                                                      language="en")]).to_file(tmp_path / "x_supervisions.jsonl.gz")
     copy.unlink()
-    summary = quiet_prepare([tmp_path / "x_recordings.jsonl.gz"], tmp_path / "x.zarr")
-    assert summary.accepted == 0 and summary.rejected == {"missing_audio": 1}
+    from flowkit.errors import DataError
+
+    # its only supervision rejected: no store is published, the rejection is written beside it
+    with pytest.raises(DataError, match=r"all 1 items .*\(missing_audio 1\); no store was written"):
+        quiet_prepare([tmp_path / "x_recordings.jsonl.gz"], tmp_path / "x.zarr")
+    assert not (tmp_path / "x.zarr").exists()
+    rows = (tmp_path / "x.zarr.rejections.jsonl").read_text(encoding="utf-8").splitlines()
+    assert [json.loads(r)["reason"] for r in rows] == ["missing_audio"]
 
 
 def _hf_rows(clips, audio_value):

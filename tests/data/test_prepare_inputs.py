@@ -49,7 +49,7 @@ def _bad_corpus(root: Path) -> dict[str, str]:
     write_clip(wavs / "notext.wav", speechlike(1.0, 6))
     add("notext", text="  ", reason="missing_text")
     write_clip(wavs / "badlang.wav", speechlike(1.0, 9))
-    add("badlang", lang="english", reason="unknown_language")
+    add("badlang", lang="klingon", reason="unknown_language")  # "english" is mapped to "en" (labels.language_code)
     add("noaudio", reason="missing_audio")
     lines.append("badcols|only two columns")
     expected["badcols"] = "bad_columns"

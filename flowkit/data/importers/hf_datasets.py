@@ -14,7 +14,9 @@ relative to the dataset) and decoded by soundfile in prepare's workers, row by r
 the parent never holds the audio. Other columns, first match wins:
 
 - text: ``normalized_text``, ``text_normalized``, ``text``, ``transcription``, ``transcript``, ``sentence``;
-- speaker: ``speaker``, ``speaker_id``, ``client_id``; language: ``language``, ``lang``, ``locale``;
+- speaker: ``speaker``, ``speaker_id``, ``client_id``; language: ``language``, ``lang``, ``locale``
+  (a locale such as ``en-US`` or a name such as ``English`` is mapped by
+  `flowkit.data.labels.language_code`, as for every input kind);
 - id: ``id``, ``segment_id``, ``audio_id``, ``key`` (else the audio path's stem, else ``<name>-<row>``);
 - ``emotion``, ``intensity``, ``split`` as in a flowkit manifest. The split of a
   DatasetDict named ``validation``/``valid``/``dev``/``val`` is ``val``; other splits are
@@ -30,7 +32,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from flowkit.data.importers.languages import language_code
 from flowkit.data.importers.sources import DiskDatasetAudio, ParquetAudio
 from flowkit.data.manifest import Item, Rejection, item_from_fields
 from flowkit.errors import DataError
@@ -99,7 +100,7 @@ def _rows(records: Iterator[dict[str, Any]], audio_col: str, columns: Sequence[s
         fields = {
             "id": segment_id, "text": str(record.get(text_col) or ""),
             "speaker": "" if speaker_col is None or record.get(speaker_col) is None else str(record[speaker_col]),
-            "language": language_code(record.get(language_col)) if language_col else "",
+            "language": "" if language_col is None or record.get(language_col) is None else str(record[language_col]),
             **{k: "" if record.get(k) is None else str(record[k]) for k in ("emotion", "intensity")},
             "split": "val" if split in VAL_SPLITS else ("" if record.get("split") is None else str(record["split"])),
         }
