@@ -12,7 +12,7 @@ import typer
 
 
 def report(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One run directory, or several to compare side by side.")],
+    run_dirs: Annotated[list[Path], typer.Argument(help="One run directory, or several to compare side by side; a sweep directory (flowkit sweep --out) compares its points.")],
     samples: Annotated[
         int, typer.Option("--samples", min=0, help="Validation items to synthesise per run (best EMA checkpoint).")
     ] = 0,
@@ -26,10 +26,14 @@ def report(
     vocoder_path: Annotated[
         Path | None, typer.Option("--vocoder-path", help="Directory of the vocoder's files (vocos: config.yaml + pytorch_model.bin).")
     ] = None,
+    objective: Annotated[
+        str | None, typer.Option("--objective", help="What names the best run of a comparison: val_loss_ema or probe_wer (default: the sweep's, else val_loss_ema).")
+    ] = None,
 ) -> None:
     """Write report.md and a self-contained report.html (plots, tables, audio samples).
 
-    Works on finished, interrupted and still-running runs.
+    Works on finished, interrupted and still-running runs. Several runs, or a sweep
+    directory, give one sortable table of the runs, the best one named, overlaid curves.
     """
     from flowkit.console import console
     from flowkit.report.build import write_report
@@ -39,7 +43,14 @@ def report(
         from flowkit.synth.vocoders import choose_vocoder
 
         chosen = choose_vocoder(vocoder, vocoder_path)
-    files = write_report(run_dirs, out=out, samples=samples, vocoder=chosen)
+    from flowkit.io import check_writable, refused_writes
+    from flowkit.report.build import default_out
+
+    target = out if out is not None else default_out(run_dirs)
+    where = f"--out {target}" if out is not None else f"the report folder {target}"
+    check_writable(target, label=where)
+    with refused_writes(where, target):
+        files = write_report(run_dirs, out=target, samples=samples, vocoder=chosen, objective=objective)
     console.print(f"wrote {files.markdown} and {files.html}", highlight=False, markup=False)
 
 
@@ -66,32 +77,39 @@ def synthesize(
     loudness: Annotated[
         float | None, typer.Option("--loudness", help="Normalise to this integrated loudness (LUFS, e.g. -23); default: keep the vocoder's level.")
     ] = None,
+    max_seconds: Annotated[
+        float, typer.Option("--max-seconds", help="Longest piece of speech, prompt included (s); a longer text is split at sentence, clause or word boundaries.")
+    ] = 30.0,
 ) -> None:
     """Synthesise one utterance to an audio file."""
-    from flowkit.console import console
+    from flowkit.console import console, err_console
     from flowkit.synth.synthesize import synthesize_file
+
+    def warn(line: str) -> None:  # as it arises, before a long synthesis starts
+        err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
 
     chosen = None
     if vocoder is not None or vocoder_path is not None:
         from flowkit.synth.vocoders import choose_vocoder
 
         chosen = choose_vocoder(vocoder, vocoder_path)
-    result = synthesize_file(
-        checkpoint, text, out, prompt=prompt, prompt_text=prompt_text, steps=steps, cfg_strength=cfg,
-        seconds=seconds, language=language, weights="raw" if raw else "ema", seed=seed, vocoder=chosen,
-        loudness=loudness,
-    )
-    from flowkit.console import err_console
+    from flowkit.io import check_writable, refused_writes
 
-    for line in result.warnings:
-        err_console.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
+    check_writable(out.parent, label=f"--out {out}")  # before the model is loaded
+    with refused_writes(f"--out {out}", out.parent):
+        result = synthesize_file(
+            checkpoint, text, out, prompt=prompt, prompt_text=prompt_text, steps=steps, cfg_strength=cfg,
+            seconds=seconds, language=language, weights="raw" if raw else "ema", seed=seed, vocoder=chosen,
+            loudness=loudness, max_seconds=max_seconds, on_warning=warn, progress=True,
+        )
     if result.encoder_from == "defaults":
         console.print(
             "warning: the checkpoint records no encoder and its stores are gone; decoding with the log_mel "
             "defaults (a guess)", highlight=False, markup=False,
         )
     console.print(
-        f"wrote {result.path}: {result.seconds:.2f} s ({result.frames} frames, length from {result.length_from}); "
+        f"wrote {result.path}: {result.seconds:.2f} s ({result.frames} frames, length from {result.length_from}"
+        f"{f', {result.pieces} pieces' if result.pieces > 1 else ''}); "
         f"{result.label}; {result.vocoder}, {result.level}",
         highlight=False, markup=False,
     )

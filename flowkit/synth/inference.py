@@ -233,11 +233,13 @@ def generate(
     steps: int = 32,
     cfg_strength: float = 2.0,
     seed: int = 0,
+    on_step: Any = None,
 ) -> list[np.ndarray]:
     """Generated target spans, de-normalised: one ``[n_i d]`` float32 array per utterance.
 
     ``utterances`` are `flowkit.synth.sample.Utterance` s; ``steps`` ODE steps of the run's
-    solver, CFG strength ``cfg_strength``, noise from ``seed`` (the same seed, the same output).
+    solver, CFG strength ``cfg_strength``, noise from ``seed`` (the same seed, the same output);
+    ``on_step(t)`` is called at every evaluation of the velocity field (`flowkit.synth.sample.synthesize`).
 
     Raises:
         ConfigError: as `flowkit.synth.sample.inference_conditions` / `synthesize` raise.
@@ -250,7 +252,8 @@ def generate(
     cond = inference_conditions(im.model, utterances, separator_ids=space)
     generator = torch.Generator().manual_seed(seed)
     latents = synthesize(
-        im.model, cond, schedule=im.schedule, solver=im.solver, steps=steps, cfg_strength=cfg_strength, generator=generator
+        im.model, cond, schedule=im.schedule, solver=im.solver, steps=steps, cfg_strength=cfg_strength, generator=generator,
+        on_step=on_step,
     )
     spans = target_spans(latents, cond)
     return [np.asarray(im.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32) for s in spans]

@@ -11,7 +11,7 @@ the ODE solver, and `target_spans` cuts out the generated spans.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
 import attrs
@@ -234,6 +234,7 @@ def synthesize(
     cfg_strength: float = 2.0,
     generator: torch.Generator | None = None,
     noise: torch.Tensor | None = None,
+    on_step: Callable[[float], None] | None = None,
 ) -> torch.Tensor:
     """Generate the target spans of ``cond``: latents ``[b n d]`` (normalised), prompt frames
     copied from ``cond.prompt``, zero on padding.
@@ -244,6 +245,9 @@ def synthesize(
     F5-TTS: ``v = v_cond + s (v_cond - v_uncond)`` with the unconditional pass dropping text
     AND prompt; ``s = 0`` is the conditional model alone (its pass is skipped). The model
     runs in eval mode (restored afterwards) and, on the aligned path, in the "even" phase.
+    ``on_step`` (a progress display) is called with the flow time ``t`` in [0, 1) of every
+    evaluation of the velocity field, whichever solver runs (the last ones fall in the
+    solver's last step, never at t = 1).
 
     Raises:
         ConfigError: ``steps`` < 1 (from the solver), a negative ``cfg_strength``, or not
@@ -265,6 +269,8 @@ def synthesize(
     )
 
     def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if on_step is not None:
+            on_step(float(t))
         tb = t.reshape(()).expand(b).to(device=device, dtype=torch.float32)
         v = schedule.velocity(x, tb, model(x, tb, cond, phase="even").output.float())
         if cfg_strength == 0:
