@@ -53,11 +53,37 @@ def fsync_dir(path: str | os.PathLike[str]) -> None:
         os.close(fd)
 
 
+def missing_dirs(path: str | os.PathLike[str]) -> list[Path]:
+    """The folders of ``path`` (itself included) that do not exist yet, deepest first: what a
+    writer that creates them must remove again when it fails (`remove_dirs`)."""
+    out = []
+    folder = Path(os.path.abspath(path))
+    while not folder.exists() and folder != folder.parent:
+        out.append(folder)
+        folder = folder.parent
+    return out
+
+
+def remove_dirs(folders: list[Path]) -> None:
+    """Remove the (empty) folders `missing_dirs` listed, deepest first; others are kept."""
+    for folder in folders:
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+
+
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically (temp file, fsync, rename, directory fsync)."""
+    """Write ``data`` to ``path`` atomically (temp file, fsync, rename, directory fsync).
+    Parent folders it had to create are removed again when the write fails."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    created = missing_dirs(target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except BaseException:
+        remove_dirs(created)
+        raise
     try:
         os.fchmod(fd, _FILE_MODE)
         with os.fdopen(fd, "wb") as f:
@@ -70,6 +96,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        remove_dirs(created)
         raise
     fsync_dir(target.parent)
 
@@ -117,12 +144,22 @@ def _free_bytes(folder: Path) -> int | None:
     return (st.f_bfree if os.geteuid() == 0 else st.f_bavail) * st.f_frsize
 
 
+def _mount_point(path: Path) -> Path:
+    """The top folder of the file system ``path`` is on."""
+    path = _nearest_existing(path)
+    try:
+        device = path.stat().st_dev
+        while path != path.parent and path.parent.stat().st_dev == device:
+            path = path.parent
+    except OSError:
+        pass
+    return path
+
+
 def _refusal(label: str, target: Path | str, code: int) -> WriteError:
     reason, fix = _REFUSED[code]
-    if code == errno.ENOSPC:
-        free = _free_bytes(_nearest_existing(Path(target)).parent)
-        if free is not None:
-            reason += f" ({free / 1e6:.1f} MB free)"
+    if code in (errno.ENOSPC, errno.EROFS):
+        reason += f" (the file system at {_mount_point(Path(target))})"
     return WriteError(f"{label}: cannot write {target}: {reason}; {fix}")
 
 

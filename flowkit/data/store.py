@@ -184,6 +184,7 @@ class StoreWriter:
         self._written_frames = self.frames0
         self._lengths: list[int] = []
         self.segment_ids: set[str] = set()
+        self.created_dirs: list[Path] = []  # parents of a new store's partial folder made for it
 
     # ---- creation -------------------------------------------------------
     @classmethod
@@ -208,8 +209,7 @@ class StoreWriter:
             DataError: ``path`` already exists, or a folder at ``<path>.partial`` that
                 prepare did not create.
         """
-        import zarr
-        from zarr.codecs import ZstdCodec
+        from flowkit.io import missing_dirs, remove_dirs
 
         if latent_dtype not in LATENT_DTYPES:
             raise DataError(f"latent dtype {latent_dtype!r} is not supported; use one of {LATENT_DTYPES}")
@@ -217,7 +217,26 @@ class StoreWriter:
             raise DataError(f"{path} already exists; pass --append to add segments, or choose another --out")
         partial = partial_path(path)
         remove_partial(partial)
-        partial.mkdir(parents=True)
+        created = missing_dirs(partial)  # the partial folder and any parent made for it
+        try:
+            partial.mkdir(parents=True)
+            writer = cls._start(partial, path, encoder_name, encoder_params, frame_rate, sample_rate, latent_dim,
+                                latent_dtype, chunk_frames, extra_attrs)
+        except BaseException:  # a full disk or Ctrl-C while the empty store is laid out: nothing is left
+            shutil.rmtree(partial, ignore_errors=True)
+            remove_dirs(created[1:])
+            raise
+        writer.created_dirs = created[1:]
+        return writer
+
+    @classmethod
+    def _start(cls, partial: Path, path: Path, encoder_name: str, encoder_params: dict[str, Any], frame_rate: float,
+               sample_rate: int, latent_dim: int, latent_dtype: str, chunk_frames: int,
+               extra_attrs: dict[str, Any] | None) -> StoreWriter:
+        """Lay out the empty arrays and attributes of a new store in ``partial``."""
+        import zarr
+        from zarr.codecs import ZstdCodec
+
         (partial / PARTIAL_MARKER).write_text("written by flowkit prepare; removed on a rerun\n")
         # "a", not "w": mode "w" empties the folder, marker included (a rerun would then refuse it)
         group = zarr.open_group(str(partial), mode="a", zarr_format=3)
@@ -399,9 +418,13 @@ class StoreWriter:
         return {"algorithm": checksums.ALGORITHM, "latent_chunks": chunks, "arrays": arrays}
 
     def abort(self) -> None:
-        """Drop a new store's partial folder (nothing of an appended store is published)."""
+        """Drop a new store's partial folder and the parents made for it (nothing of an
+        appended store is published)."""
         if self.new:
+            from flowkit.io import remove_dirs
+
             remove_partial(self.path)
+            remove_dirs(self.created_dirs)
 
 
 def chunk_file(path: Path, k: int) -> Path:

@@ -32,11 +32,14 @@ from flowkit.errors import CheckpointError, ConfigError
 __all__ = [
     "F5_CONFIGS",
     "F5Velocity",
+    "check_finite",
+    "f5_names_of",
     "f5_state_from_flowkit",
     "flowkit_state_from_f5",
     "load",
     "model_config_from_f5_state",
     "read_f5_checkpoint",
+    "weight_dtypes",
 ]
 
 #: F5-TTS's configurations (its ``configs/*.yaml``) and the flowkit arch that holds each.
@@ -92,7 +95,8 @@ def flowkit_state_from_f5(f5: Mapping[str, torch.Tensor], *, source: str) -> dic
     """A flowkit DiT state dict from an F5 DiT state dict (keys without ``transformer.``).
 
     Every F5 key is used and every flowkit key produced (except the global conditions,
-    which an F5 model lacks); nothing is copied until every key is known.
+    which an F5 model lacks); nothing is copied until every key is known. Half-precision
+    weights (float16, bfloat16) are upcast to float32.
 
     Raises:
         CheckpointError: unknown keys, missing q/k/v parts, or a rotary table other than
@@ -103,14 +107,20 @@ def flowkit_state_from_f5(f5: Mapping[str, torch.Tensor], *, source: str) -> dic
     qkv: dict[int, dict[str, torch.Tensor]] = {}
     for key, value in f5.items():
         value = value.detach()
+        if key == _ROTARY:
+            expected = _inv_freq(2 * value.numel())
+            # a table stored in half precision is F5's rounded to that precision: within one
+            # epsilon of the dtype (float16 9.8e-4, bfloat16 7.8e-3; float32 1e-6 as before)
+            rtol = max(1e-6, torch.finfo(value.dtype).eps) if value.is_floating_point() else 0.0
+            if value.shape != expected.shape or not torch.allclose(value.float(), expected, rtol=rtol, atol=0):
+                raise CheckpointError(f"{source}: {key} is not F5-TTS's rotary table (base 10000); cannot import it")
+            continue
+        if value.is_floating_point() and value.dtype != torch.float32:
+            value = value.float()  # flowkit's model is float32; half-precision files are upcast
         if key in _PLAIN_NAMES:
             out[_PLAIN_NAMES[key]] = value
         elif key in _SWAPPED:
             out[_SWAPPED[key]] = _swap_halves(value)
-        elif key == _ROTARY:
-            expected = _inv_freq(2 * value.numel())
-            if value.shape != expected.shape or not torch.allclose(value.float(), expected, rtol=1e-6, atol=0):
-                raise CheckpointError(f"{source}: {key} is not F5-TTS's rotary table (base 10000); cannot import it")
         elif m := _BLOCK.match(key):
             i, rest = int(m.group(1)), m.group(2)
             if rest in _BLOCK_NAMES:
@@ -203,6 +213,8 @@ def read_f5_checkpoint(path: str | Path, *, weights: str = "ema") -> dict[str, t
             weights outside ``transformer.`` (named).
     """
     path = Path(path)
+    if path.is_dir():
+        raise CheckpointError(_folder_given(path))
     if not path.is_file():
         raise CheckpointError(f"{path}: no such file; give F5-TTS's model_*.safetensors or model_*.pt")
     try:
@@ -213,7 +225,7 @@ def read_f5_checkpoint(path: str | Path, *, weights: str = "ema") -> dict[str, t
         else:
             raw = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # safetensors and torch raise several types for a bad file
-        raise CheckpointError(f"{path}: cannot read it as an F5-TTS checkpoint ({type(exc).__name__}: {exc})") from None
+        raise CheckpointError(f"{path}: cannot read it as an F5-TTS checkpoint ({_read_failure(exc)})") from None
     if weights == "ema":
         key, prefix = "ema_model_state_dict", "ema_model.transformer."
         skip = {"initted", "step", "ema_model.initted", "ema_model.step"}
@@ -233,6 +245,65 @@ def read_f5_checkpoint(path: str | Path, *, weights: str = "ema") -> dict[str, t
             f"{path}: {len(outside)} {key} key(s) outside {prefix}*: {', '.join(outside[:6])}; nothing was imported"
         )
     return {k[len(prefix):]: v for k, v in state.items() if k.startswith(prefix)}
+
+
+def _folder_given(path: Path) -> str:
+    """What to give instead of the folder ``path``: the checkpoint files inside it, named."""
+    if (path / "checkpoints").is_dir() or (path / "meta.json").is_file():
+        return (f"{path} is a flowkit run or checkpoint, not an F5-TTS file: use it as it is "
+                "(init-from, synthesize), or `flowkit export-f5` it")
+    inside = sorted(p.name for p in path.iterdir() if p.suffix in (".safetensors", ".pt") and p.is_file())
+    if inside:
+        return (f"{path} is a folder; give the checkpoint file inside it, e.g. {path / inside[-1]}"
+                + (f" ({len(inside)} there: {', '.join(inside[:4])})" if len(inside) > 1 else ""))
+    return f"{path} is a folder with no .safetensors or .pt file; give F5-TTS's model_*.safetensors or model_*.pt"
+
+
+def _read_failure(exc: Exception) -> str:
+    """Why a file could not be read, in one line: torch's advice on weights_only (which
+    would run the file's code) is left out; what the file holds beyond tensors is named."""
+    text = str(exc)
+    if "Weights only load failed" in text:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+        what = found.group(1) if found else "Python objects"
+        return (f"it holds {what}, not only tensors and numbers, and flowkit does not unpickle code; "
+                "F5-TTS's own checkpoints hold tensors only")
+    first = text.strip().splitlines()[0] if text.strip() else ""
+    return f"{type(exc).__name__}: {first}"
+
+
+def f5_names_of(state: Mapping[str, torch.Tensor], head_dim: int) -> dict[str, str]:
+    """F5 key -> the flowkit key it maps to, for the flowkit DiT ``state`` (F5's q, k and v
+    of a block all map to flowkit's fused ``qkv``)."""
+    names = {}
+    for key, value in state.items():
+        for f5_key in f5_state_from_flowkit({key: value}, head_dim):
+            if f5_key != _ROTARY:
+                names[f5_key] = key
+    return names
+
+
+def weight_dtypes(f5: Mapping[str, torch.Tensor]) -> str:
+    """The floating dtypes of F5 weights, e.g. ``"float16"`` (or ``"bfloat16, float32"``)."""
+    kinds = sorted({str(v.dtype).removeprefix("torch.") for v in f5.values() if v.is_floating_point()})
+    return ", ".join(kinds) or "none"
+
+
+def check_finite(f5: Mapping[str, torch.Tensor], *, source: str, what: str) -> None:
+    """Refuse weights holding NaN or infinity (a diverged or damaged file), naming the key.
+
+    Raises:
+        CheckpointError: the first such key (sorted), with its NaN and infinity counts.
+    """
+    for key in sorted(f5):
+        value = f5[key]
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            nan = int(torch.isnan(value).sum())
+            inf = int(torch.isinf(value).sum())
+            raise CheckpointError(
+                f"{source}: {what} weight {key} holds {nan} NaN and {inf} infinite value(s) of {value.numel()}; "
+                "the file is damaged or comes from a diverged run: nothing was imported"
+            )
 
 
 def model_config_from_f5_state(f5: Mapping[str, torch.Tensor], arch: str, *, source: str) -> dict[str, Any]:
@@ -344,17 +415,24 @@ def load(path: str | Path, *, weights: str = "ema") -> F5Velocity:
     return F5Velocity(load_inference_model(path, weights=weights).model).eval()
 
 
-def describe_source(path: Path, arch: str, weights: str) -> dict[str, Any]:
-    """The ``imported_from`` record of an imported run: file, size, sha256 prefix, config."""
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file, read in 4 MiB pieces."""
     import hashlib
 
     digest = hashlib.sha256()
     with path.open("rb") as f:
         while chunk := f.read(1 << 22):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+def describe_source(path: Path, arch: str, weights: str, *, sha256: str | None = None,
+                    dtype: str = "float32") -> dict[str, Any]:
+    """The ``imported_from`` record of an imported run: file, size, sha256, config, the
+    weights taken and the dtype they were stored in (float32 in the run)."""
     config = next(k for k, v in F5_CONFIGS.items() if v == arch)
     return {"format": "f5-tts", "file": str(path.resolve()), "bytes": path.stat().st_size,
-            "sha256": digest.hexdigest(), "config": config, "weights": weights}
+            "sha256": sha256 or file_sha256(path), "config": config, "weights": weights, "dtype": dtype}
 
 
 def _json(obj: Any) -> str:

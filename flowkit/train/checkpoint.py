@@ -34,7 +34,7 @@ import attrs
 import torch
 
 from flowkit.errors import CheckpointError
-from flowkit.io import atomic_write_bytes, fsync_dir
+from flowkit.io import as_os_error, atomic_write_bytes, fsync_dir
 
 __all__ = [
     "FORMAT_VERSION",
@@ -113,7 +113,10 @@ def save_checkpoint(
     partial.mkdir()
     try:
         with (partial / STATE_FILE).open("wb") as f:
-            torch.save(dict(state), f)
+            try:
+                torch.save(dict(state), f)
+            except RuntimeError as exc:  # torch's writer loses the errno of a full disk: told apart here,
+                raise as_os_error(exc, partial) from exc  # before the partial folder frees the space
             f.flush()
             os.fsync(f.fileno())
         meta_full = {"format_version": FORMAT_VERSION, "step": step, **meta}
@@ -228,7 +231,8 @@ def load_strict(
     """Load ``state`` into ``module``; every key must match except ``allow_missing``.
 
     Raises:
-        CheckpointError: naming the first missing or unexpected key, or a shape mismatch.
+        CheckpointError: naming the first missing or unexpected key, a shape mismatch, or a
+            weight holding NaN or infinity (a damaged or diverged checkpoint).
     """
     own = module.state_dict()
     expected = set(own)
@@ -249,6 +253,13 @@ def load_strict(
             raise CheckpointError(
                 f"{source}: {what} key {key!r} has shape {tuple(value.shape)}, the model "
                 f"expects {tuple(own[key].shape)}; use the checkpoint's model config"
+            )
+    for key in sorted(state):
+        value = state[key]
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise CheckpointError(
+                f"{source}: {what} weight {key!r} holds {int((~torch.isfinite(value)).sum())} NaN or infinite "
+                f"value(s); the checkpoint is damaged or comes from a diverged run: use an older checkpoint"
             )
     module.load_state_dict(dict(state), strict=not allow_missing)
 
