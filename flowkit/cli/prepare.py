@@ -44,6 +44,10 @@ def prepare(
         return
     if not inputs or out is None:
         raise ConfigError("prepare needs INPUTS... and --out STORE (or --verify STORE to check a store)")
+    from flowkit.io import check_writable, refused_writes
+
+    where = f"--out {out}"
+    check_writable(out, label=where)  # a read-only, full or locked disk: refused before any decoding
     part = parse_shard(shard) if shard is not None else None
     parse_bindings(binding or ())
     settings = prep.PrepareSettings()
@@ -53,8 +57,9 @@ def prepare(
     if layout is not None:
         changes["layout"] = layout
     settings = attrs.evolve(settings, **changes)
-    done = prep.prepare_store(inputs, out, settings=settings, workers=workers, append=append,
-                              textgrids=textgrids, progress=not quiet, input_format=input_format, shard=part)
+    with refused_writes(where, out):  # nothing is published: the store's partial folder is removed
+        done = prep.prepare_store(inputs, out, settings=settings, workers=workers, append=append,
+                                  textgrids=textgrids, progress=not quiet, input_format=input_format, shard=part)
     from rich.table import Table
 
     table = Table(title="flowkit prepare", show_header=False)

@@ -30,26 +30,37 @@ from flowkit import hub
 from flowkit.errors import CheckpointError, ConfigError
 from flowkit.interop.f5 import (
     F5_CONFIGS,
+    check_finite,
     describe_source,
+    f5_names_of,
     f5_state_from_flowkit,
+    file_sha256,
     flowkit_state_from_f5,
     model_config_from_f5_state,
     read_f5_checkpoint,
+    weight_dtypes,
 )
+from flowkit.io import missing_dirs, remove_dirs
 
-__all__ = ["F5_INFER_CONFIG", "export_f5", "import_f5"]
+__all__ = ["EXPORT_RECORD", "F5_INFER_CONFIG", "export_f5", "import_f5", "imported_record"]
 
 #: The config text an imported run records (gin/f5_infer.gin's bindings): synthesis from
 #: it uses F5-TTS's solver defaults.
 F5_INFER_CONFIG = "Trainer.solver = @solver.euler()\nsolver.euler.sway = -1.0\n"
 PREFIX = "ema_model.transformer."
+#: Written by export-f5 beside model.safetensors (F5-TTS reads only the model file and
+#: vocab.txt): the F5 configuration and the file's sha256, so import-f5 needs no --config.
+EXPORT_RECORD = "flowkit_export.json"
 
 
-def _arch(config: str, path: Path) -> str:
+def _arch(config: str, path: Path, sha256: str) -> str:
     if config in F5_CONFIGS:
         return F5_CONFIGS[config]
     if config != "auto":
         raise ConfigError(f"--config {config!r} is not known; use one of: {', '.join(F5_CONFIGS)}, auto")
+    recorded = _export_record(path, sha256)
+    if recorded is not None:
+        return F5_CONFIGS[recorded]
     name = path.name.lower() + " " + path.parent.name.lower()
     if "v1" in name:
         return "f5_v1"
@@ -59,6 +70,49 @@ def _arch(config: str, path: Path) -> str:
         f"{path}: cannot tell F5TTS_v1_Base from F5TTS_Base by the file name (their weights have the same "
         "shapes); give --config F5TTS_v1_Base or --config F5TTS_Base"
     )
+
+
+def _export_record(path: Path, sha256: str) -> str | None:
+    """The F5 config that ``flowkit export-f5`` recorded for this very file, or None."""
+    try:
+        record = json.loads((path.parent / EXPORT_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(record, dict) or record.get("model_sha256") != sha256:
+        return None  # another file now sits in the export's place
+    return record.get("f5_config") if record.get("f5_config") in F5_CONFIGS else None
+
+
+def _check_shapes(f5: dict[str, torch.Tensor], model: torch.nn.Module, cfg: Any, *, source: str, what: str) -> None:
+    """Every F5 weight has the shape an F5 DiT of the sizes read from the file needs; the
+    first that does not is named by its F5 key and flowkit's.
+
+    Raises:
+        CheckpointError: the weights disagree with each other (a damaged or spliced file).
+    """
+    sizes = cfg.sizes()
+    head_dim = sizes["dim"] // sizes["heads"]
+    state = model.state_dict()
+    expected = f5_state_from_flowkit(state, head_dim)
+    names = f5_names_of(state, head_dim)
+    for key in sorted(expected):
+        if key in f5 and key in names and tuple(f5[key].shape) != tuple(expected[key].shape):
+            raise CheckpointError(
+                f"{source}: {what} weight {key} has shape {tuple(f5[key].shape)}, but an F5-TTS DiT of dim "
+                f"{sizes['dim']}, depth {sizes['depth']}, {sizes['heads']} heads (the sizes the file's other "
+                f"weights give) needs {tuple(expected[key].shape)} there (flowkit's {names[key]}); the file is "
+                "damaged or mixes two models: nothing was imported"
+            )
+
+
+def imported_record(checkpoint: str | Path) -> dict[str, Any]:
+    """The ``imported_from`` record (file, sha256, config, dtype, ...) of a checkpoint that
+    `import_f5` wrote; {} for any other checkpoint."""
+    try:
+        meta = json.loads((Path(checkpoint) / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return meta.get("imported_from") or {}
 
 
 def _vocab(vocab_file: Path | None, checkpoint: Path, rows: int):
@@ -116,7 +170,12 @@ def import_f5(
     raw_f5 = ema_f5
     if checkpoint.suffix != ".safetensors":
         raw_f5 = read_f5_checkpoint(checkpoint, weights="raw")
-    arch = _arch(config, checkpoint)
+    dtype = weight_dtypes(ema_f5)  # float16 / bfloat16 files are upcast to float32
+    check_finite(ema_f5, source=source, what="EMA")
+    if raw_f5 is not ema_f5:
+        check_finite(raw_f5, source=source, what="model")
+    sha256 = file_sha256(checkpoint)
+    arch = _arch(config, checkpoint, sha256)
     cfg = DiTConfig.from_dict(model_config_from_f5_state(ema_f5, arch, source=source))
     vocab = _vocab(Path(vocab_file) if vocab_file else None, checkpoint, int(ema_f5["text_embed.text_embed.weight"].shape[0]))
     model = cfg.build(100, vocab.size, 0)
@@ -128,6 +187,7 @@ def import_f5(
                 f"{source}: {what} weights lack {len(missing)} key(s) of F5-TTS's DiT: {', '.join(missing[:6])}; "
                 "nothing was imported"
             )
+        _check_shapes(f5, model, cfg, source=source, what=what)
     raw_state = flowkit_state_from_f5(raw_f5, source=source)
     ema_state = flowkit_state_from_f5(ema_f5, source=source)
     ckpt.load_strict(model, raw_state, what="model", source=checkpoint)
@@ -138,7 +198,8 @@ def import_f5(
     step = _f5_step(checkpoint)
     encoder = {"name": "vocos_mel", "params": VocosMel().params()}
     stats = {"mean": [0.0] * 100, "std": [1.0] * 100, "n_frames": 0}
-    imported = describe_source(checkpoint, arch, "ema" if checkpoint.suffix == ".safetensors" else "raw and ema")
+    imported = describe_source(checkpoint, arch, "ema" if checkpoint.suffix == ".safetensors" else "raw and ema",
+                               sha256=sha256, dtype=dtype)
     meta = {
         "config_text": F5_INFER_CONFIG, "seed": 0, "latent_stats": stats, "vocab": vocab.state_dict(),
         "languages": [], "model_config": cfg.to_dict(), "data_fingerprint": None, "stores": [],
@@ -147,6 +208,7 @@ def import_f5(
     }
     partial = out.parent / f".{out.name}.import-{os.getpid()}"
     shutil.rmtree(partial, ignore_errors=True)
+    created = missing_dirs(out.parent)
     try:
         partial.mkdir(parents=True)
         state = {"model": model.state_dict(), "ema": {"num_updates": step, "shadow": shadow}}
@@ -162,6 +224,7 @@ def import_f5(
         os.replace(partial, out)
     except BaseException:
         shutil.rmtree(partial, ignore_errors=True)
+        remove_dirs(created)
         raise
     return out / "checkpoints" / written.name
 
@@ -204,26 +267,36 @@ def _refusal(meta: dict[str, Any]) -> str | None:
 
 
 def export_f5(checkpoint: str | Path, out: str | Path) -> tuple[Path, Path]:
-    """Write ``out/model.safetensors`` (EMA weights, F5's released keys) and ``out/vocab.txt``.
+    """Write ``out/model.safetensors`` (EMA weights, F5's released keys), ``out/vocab.txt``
+    and ``out/flowkit_export.json`` (`EXPORT_RECORD`: the F5 config, which import-f5 reads).
 
     ``checkpoint`` is a checkpoint directory or a run directory (its best, else newest).
+    ``out`` must be new or empty; the folder is written beside it and renamed into place,
+    so it appears whole or not at all.
 
     Returns:
         ``(model.safetensors, vocab.txt)``.
 
     Raises:
         CheckpointError: no valid checkpoint.
-        ConfigError: a model F5-TTS cannot hold (the reason named: aligned path, emotion
-            durations, flowkit's arch, global conditions, another text front end, other
-            latents), or an encoder other than vocos_mel.
+        ConfigError: ``out`` holds files already; a model F5-TTS cannot hold (the reason
+            named: aligned path, emotion durations, flowkit's arch, global conditions,
+            another text front end, other latents), or an encoder other than vocos_mel.
     """
+    import hashlib
+
     from safetensors.torch import save as save_safetensors
 
+    from flowkit import __version__
     from flowkit.data.text_f5 import F5Vocab
-    from flowkit.io import atomic_write_bytes
+    from flowkit.io import fsync_dir
     from flowkit.synth.inference import resolve_checkpoint, store_encoder
     from flowkit.train import checkpoint as ckpt
 
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out} exists and is not empty; give a new folder (export-f5 writes "
+                          f"model.safetensors, vocab.txt and {EXPORT_RECORD} there, beside nothing else)")
     loaded = ckpt.load_checkpoint(resolve_checkpoint(checkpoint))
     meta = loaded.meta
     why = _refusal(meta)
@@ -239,10 +312,32 @@ def export_f5(checkpoint: str | Path, out: str | Path) -> tuple[Path, Path]:
     state.update({k: v for k, v in loaded.state["ema"]["shadow"].items() if k in state})
     f5 = f5_state_from_flowkit(state, head_dim)
     tensors = {PREFIX + k: v for k, v in f5.items()}
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model_path, vocab_path = out / "model.safetensors", out / "vocab.txt"
-    atomic_write_bytes(model_path, save_safetensors(tensors))
+    model_bytes = save_safetensors(tensors)
     vocab = F5Vocab.from_state_dict(meta["vocab"])
-    atomic_write_bytes(vocab_path, "".join(f"{t}\n" for t in vocab.tokens).encode("utf-8"))
-    return model_path, vocab_path
+    config = next(k for k, v in F5_CONFIGS.items() if v == sizes.get("arch"))
+    record = {"format": "flowkit export-f5", "f5_config": config, "model_file": "model.safetensors",
+              "model_sha256": hashlib.sha256(model_bytes).hexdigest(), "source": str(loaded.path.resolve()),
+              "step": loaded.step, "flowkit": __version__}
+    files = {"model.safetensors": model_bytes,
+             "vocab.txt": "".join(f"{t}\n" for t in vocab.tokens).encode("utf-8"),
+             EXPORT_RECORD: (json.dumps(record, indent=2, sort_keys=True) + "\n").encode("utf-8")}
+    partial = out.parent / f".{out.name}.export-{os.getpid()}"
+    shutil.rmtree(partial, ignore_errors=True)
+    created = missing_dirs(out.parent)
+    try:
+        partial.mkdir(parents=True)
+        for name, data in files.items():
+            with (partial / name).open("wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+        fsync_dir(partial)
+        if out.exists():
+            out.rmdir()  # empty, checked above
+        os.replace(partial, out)
+        fsync_dir(out.parent)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        remove_dirs(created)
+        raise
+    return out / "model.safetensors", out / "vocab.txt"
