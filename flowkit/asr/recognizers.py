@@ -87,6 +87,11 @@ class PocketSphinx:
     def transcribe(self, audio: np.ndarray, sample_rate: int, language: str = "en") -> str:
         """The words heard in ``audio [samples]`` (float in [-1, 1], any rate), lower case.
 
+        Each call decodes from the same state: what the decoder heard before does not change
+        the text (pocketsphinx otherwise carries its cepstral mean and noise estimate from
+        one utterance to the next, so a probe's transcript depended on what the process had
+        decoded earlier: issue 24, a resumed run's probe_cer differed).
+
         Raises:
             ConfigError: ``language`` is not English, the package or a given model file is missing.
         """
@@ -100,6 +105,9 @@ class PocketSphinx:
             x = x / peak
         pcm = (x * 32767.0).astype("<i2").tobytes()
         decoder = self._get_decoder()
+        # a fresh front end (cepstral mean back to cmninit, noise estimate cleared) for every
+        # utterance: ~0.1 ms, where a new Decoder costs ~1 s (it reloads the models)
+        decoder.reinit_feat()
         decoder.start_utt()
         decoder.process_raw(pcm, full_utt=True)
         decoder.end_utt()
