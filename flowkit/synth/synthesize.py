@@ -70,6 +70,13 @@ class SynthesisResult:
     pieces: int = 1  # text pieces synthesised one after another (a text longer than max_seconds)
 
 
+def _check_prompt_path(path: Path) -> None:
+    if path.is_dir():
+        raise DataError(f"--prompt {path} is a folder; give one audio file (WAV or FLAC)")
+    if not path.exists():
+        raise DataError(f"--prompt {path}: no such file")
+
+
 def load_prompt_audio(audio_path: Path, encoder_record: dict, *, max_seconds: float = 15.0) -> tuple[np.ndarray, int]:
     """Prompt audio as mono samples ``[samples]`` at the store encoder's rate, cut to
     ``max_seconds``: ``(audio, sample_rate)``.
@@ -98,13 +105,6 @@ def load_prompt_audio(audio_path: Path, encoder_record: dict, *, max_seconds: fl
 
         audio = soxr.resample(audio, sr, target_sr).astype(np.float32)
     return audio[: int(max_seconds * target_sr)], target_sr
-
-
-def _check_prompt_path(path: Path) -> None:
-    if path.is_dir():
-        raise DataError(f"--prompt {path} is a folder; give one audio file (WAV or FLAC)")
-    if not path.exists():
-        raise DataError(f"--prompt {path}: no such file")
 
 
 def split_text(text: str, fits: Callable[[str], bool], cap: str = "") -> list[str]:
@@ -190,15 +190,15 @@ def synthesize_file(
     from flowkit.synth.vocoders import choose_vocoder
     from flowkit.synth.wav import output_format, wav_bytes
 
+    output_format(Path(out))  # a folder or a name without .wav: said before the model is loaded
+    if prompt is not None:
+        _check_prompt_path(Path(prompt))
     if not text.strip():
         raise ConfigError("--text is empty; give the words to speak")
     if prompt is not None and not prompt_text.strip():
         raise ConfigError(f"--prompt {prompt} needs --prompt-text (what the prompt says)")
     if seconds is not None and seconds <= 0:
         raise ConfigError(f"--seconds {seconds} must be > 0")
-    output_format(Path(out))  # a folder or a name without .wav: said before the model is loaded
-    if prompt is not None:
-        _check_prompt_path(Path(prompt))
     if not max_seconds > 0:
         raise ConfigError(f"--max-seconds {max_seconds} must be > 0 (default {MAX_SECONDS:g})")
     warnings: list[str] = []
