@@ -9,21 +9,16 @@ text exactly as it was trained.
 from __future__ import annotations
 
 import itertools
-import unicodedata
 from collections.abc import Iterable
 from typing import Any
 
 import attrs
 
+from flowkit.data.text_ids import PAD_ID, UNKNOWN_ID, normalize_text
 from flowkit.registry import register
 
-PAD_ID = 0
-UNKNOWN_ID = 1
-
-
-def normalize_text(text: str) -> str:
-    """NFC-normalise ``text`` so composed and decomposed accents give the same characters."""
-    return unicodedata.normalize("NFC", text)
+__all__ = ["PAD_ID", "UNKNOWN_ID", "CharFrontEnd", "CharVocab", "build_vocab", "build_vocab_for", "encode_text",
+           "normalize_text", "vocab_from_state_dict"]
 
 
 @attrs.define

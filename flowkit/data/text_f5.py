@@ -30,11 +30,11 @@ from typing import Any
 
 import attrs
 
+from flowkit.data.text_ids import UNKNOWN_ID
 from flowkit.errors import ConfigError
 from flowkit.registry import register
 
-PAD_ID = 0
-UNKNOWN_ID = 1  # F5's index 0
+# F5's own index 0 (its unknown token) is flowkit's UNKNOWN_ID; flowkit's ids are F5's + 1
 
 _FOLD = str.maketrans({";": ",", "\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from flowkit.data.text import PAD_ID, UNKNOWN_ID, normalize_text
+from flowkit.data.text_ids import PAD_ID, UNKNOWN_ID, normalize_text
 from flowkit.errors import ConfigError, DataError
 from flowkit.registry import register
 

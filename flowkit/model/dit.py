@@ -34,7 +34,6 @@ never on the attention scores (a Bernoulli draw per score costs more than the at
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,14 +43,18 @@ import torch.nn.functional as F
 import torch.utils.checkpoint
 from torch import nn
 
-from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
 from flowkit.errors import ConfigError
+from flowkit.model.attention import Attention, rotary_tables, rotary_tables_on_heads
+from flowkit.model.blocks import ConvPositionEmbedding, masked
+from flowkit.model.conditioning import GlobalEmbedding, TimeEmbedding
 from flowkit.model.conditions import Conditions
-from flowkit.model.cpu_kernels import Dropout, GroupedConv1d, Linear
+from flowkit.model.cpu_kernels import Dropout, Linear
+from flowkit.model.duration_head import DurationHead
 from flowkit.model.durations import durations_from_log, place_chars
-from flowkit.model.f5_arch import ARCHS, F5TextEncoder, f5_arch_options, f5_time_sinusoid, mish
+from flowkit.model.f5_arch import ARCHS, f5_arch_options
 from flowkit.model.packing import PackedIndex, PackLayout
 from flowkit.model.presets import PRESETS, SIZE_FIELDS
+from flowkit.model.text_encoders import F5TextEncoder, TextEncoder
 from flowkit.registry import register
 
 __all__ = ["DUR_FILM_PREFIX", "GLOBALS_PREFIX", "DiT", "DiTConfig", "ModelOutput", "model_diff"]
@@ -67,11 +70,6 @@ GLOBALS_PREFIX = "globals."
 TEXT_PATHS = ("unaligned", "aligned")
 DUR_CONDS = ("none", "emotion")
 PHASES = ("predicted", "even")
-
-#: F5-TTS feeds t * 1000 to a 256-wide sinusoidal embedding (as DiT does with integer steps).
-_TIME_SCALE = 1000.0
-_TIME_FREQ_DIM = 256
-
 
 # ---- configuration -------------------------------------------------------------------------
 
@@ -227,7 +225,7 @@ def model_diff(
     return {k: (da[k], db[k]) for k in da if k != "preset" and da[k] != db[k]}
 
 
-# ---- building blocks -----------------------------------------------------------------------
+# ---- output and blocks ---------------------------------------------------------------------
 
 
 @attrs.frozen
@@ -242,264 +240,6 @@ class ModelOutput:
 
     output: torch.Tensor
     log_duration: torch.Tensor | None = None
-
-
-def _masked(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-    """``x [b L c]`` with positions where ``mask [b L]`` is False set to exactly zero
-    (``x`` itself when ``mask`` is None: every position valid)."""
-    return x if mask is None else x.masked_fill(~mask[..., None], 0.0)
-
-
-def sinusoidal_embedding(t: torch.Tensor, dim: int, *, f5: bool = False) -> torch.Tensor:
-    """``[b dim]`` sin/cos features of ``t * 1000`` (t in [0, 1]); periods up to 10^4.
-    ``f5``: F5-TTS's frequency spacing (`flowkit.model.f5_arch.f5_time_sinusoid`)."""
-    if f5:
-        return f5_time_sinusoid(t, dim, _TIME_SCALE)
-    half = dim // 2
-    freqs = torch.exp(
-        -math.log(10_000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half
-    )
-    angle = (t.float() * _TIME_SCALE)[:, None] * freqs[None, :]
-    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=-1)
-
-
-class TimeEmbedding(nn.Module):
-    """Flow time ``t [b]`` -> ``[b c]``: sinusoidal features and a two-layer MLP."""
-
-    def __init__(self, dim: int, f5: bool = False) -> None:
-        super().__init__()
-        self.f5 = f5
-        self.mlp = nn.Sequential(Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), Linear(dim, dim))
-
-    def forward(self, t: torch.Tensor) -> torch.Tensor:
-        return self.mlp(sinusoidal_embedding(t, _TIME_FREQ_DIM, f5=self.f5))
-
-
-class EmotionEmbedding(nn.Module):
-    """Emotion id plus intensity (only where labelled) -> ``[b c]``."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.emotion = nn.Embedding(len(EMOTIONS) + 1, dim)
-        # Inputs: intensity (0 where unknown) and the known flag, so "unknown" is not "intensity 0".
-        self.intensity = Linear(2, dim)
-
-    def forward(self, cond: Conditions) -> torch.Tensor:
-        known = cond.emotion_known
-        emotion = torch.where(known, cond.emotion, torch.zeros_like(cond.emotion))
-        intensity = torch.where(
-            known, cond.intensity.float(), torch.zeros_like(cond.intensity, dtype=torch.float32)
-        )
-        feats = torch.stack([intensity, known.float()], dim=-1)
-        return self.emotion(emotion) + self.intensity(feats.to(self.intensity.weight.dtype))
-
-
-class GlobalEmbedding(nn.Module):
-    """Per-item conditions (language, emotion + intensity, rate and loudness buckets) -> ``[b c]``,
-    added to the time embedding that drives adaLN."""
-
-    def __init__(self, dim: int, n_languages: int, zero: bool = False) -> None:
-        super().__init__()
-        self.language = nn.Embedding(n_languages + 1, dim)
-        self.emotion = EmotionEmbedding(dim)
-        self.rate = nn.Embedding(N_RATE_BUCKETS + 1, dim)
-        self.loudness = nn.Embedding(N_LOUDNESS_BUCKETS + 1, dim)
-        for emb in (self.language, self.emotion.emotion, self.rate, self.loudness):
-            nn.init.normal_(emb.weight, std=0.02)
-        if zero:  # exactly no effect until trained (conditions added to an F5-TTS model)
-            for param in self.parameters():
-                nn.init.zeros_(param)
-
-    def forward(self, cond: Conditions) -> torch.Tensor:
-        return (
-            self.language(cond.language)
-            + self.emotion(cond)
-            + self.rate(cond.rate)
-            + self.loudness(cond.loudness)
-        )
-
-
-class GlobalResponseNorm(nn.Module):
-    """ConvNeXt-V2 global response normalisation over valid positions (Woo et al. 2023)."""
-
-    def __init__(self, dim: int) -> None:
-        super().__init__()
-        self.gamma = nn.Parameter(torch.zeros(dim))
-        self.beta = nn.Parameter(torch.zeros(dim))
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``x [b L c]``, ``mask [b L]`` the valid positions (None: all)."""
-        x = _masked(x, mask)  # padding must not enter the sequence norm
-        gx = torch.linalg.vector_norm(x, dim=1, keepdim=True)
-        nx = gx / (gx.mean(dim=-1, keepdim=True) + 1e-6)
-        return self.gamma * (x * nx) + self.beta + x
-
-
-class ConvNeXtBlock(nn.Module):
-    """1-D ConvNeXt-V2 block (depthwise conv 7, LayerNorm, MLP x2 with GRN), residual."""
-
-    def __init__(self, dim: int, kernel: int = 7) -> None:
-        super().__init__()
-        self.dwconv = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=dim)
-        self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.up = Linear(dim, 2 * dim)
-        self.grn = GlobalResponseNorm(2 * dim)
-        self.down = Linear(2 * dim, dim)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``x [b L c]``, ``mask [b L]`` the valid positions (None: all)."""
-        h = self.dwconv(_masked(x, mask).transpose(1, 2)).transpose(1, 2)
-        h = self.grn(F.gelu(self.up(self.norm(h))), mask)
-        return _masked(x + self.down(h), mask)
-
-    def residual_branch(self, x: torch.Tensor, grn_mask: torch.Tensor | None = None) -> torch.Tensor:
-        """The branch alone, unmasked (F5-TTS's text encoder); the response norm over
-        ``grn_mask [b L]`` positions, every position when None."""
-        h = self.dwconv(x.transpose(1, 2)).transpose(1, 2)
-        if grn_mask is None:
-            grn_mask = torch.ones(h.shape[:2], dtype=torch.bool, device=h.device)
-        return self.down(self.grn(F.gelu(self.up(self.norm(h))), grn_mask))
-
-
-class TextEncoder(nn.Module):
-    """Character ids ``[b L]`` -> ``[b L text_dim]``: embedding and ConvNeXt layers (F5-TTS).
-
-    ``L`` is the frame count on the unaligned path and the character count on the aligned
-    one; positions where ``mask`` is False come out zero (``mask`` None: every position valid).
-    """
-
-    def __init__(self, vocab_size: int, dim: int, layers: int) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(vocab_size, dim)
-        self.blocks = nn.ModuleList(ConvNeXtBlock(dim) for _ in range(layers))
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        x = _masked(self.embed(ids), mask)
-        for block in self.blocks:
-            x = block(x, mask)
-        return x
-
-
-class ConvPositionEmbedding(nn.Module):
-    """Two grouped convolutions (kernel 31 in F5-TTS) added to the input: local context and a
-    sense of relative position before the first attention layer. SiLU replaces F5-TTS's Mish:
-    the same shape of curve, and several times cheaper to differentiate on the CPU. The
-    convolutions run torch's own CPU kernel (`flowkit.model.cpu_kernels.GroupedConv1d`)."""
-
-    def __init__(self, dim: int, kernel: int, f5: bool = False) -> None:
-        super().__init__()
-        groups = math.gcd(16, dim)
-        self.act = mish if f5 else F.silu
-        self.conv1 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
-        self.conv2 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
-
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``x [b n c]`` plus the embedding; ``mask [b n]`` the valid frames (None: all)."""
-        drop = None if mask is None else ~mask[:, None, :]  # [b 1 n]: masks in the conv layout
-        h = self.act(self.conv1(_masked(x, mask).transpose(1, 2)))  # [b c n]
-        if drop is not None:
-            h = h.masked_fill(drop, 0.0)
-        h = self.act(self.conv2(h))
-        if drop is not None:
-            h = h.masked_fill(drop, 0.0)
-        return x + h.transpose(1, 2)
-
-
-def rotary_tables(n: int, head_dim: int, device: torch.device) -> torch.Tensor:
-    """``cos + i sin`` (complex64) ``[n 1 head_dim/2]`` for positions ``0..n-1`` (RoFormer,
-    base 10^4), the same rotation for every head."""
-    inv = 1.0 / (
-        10_000.0 ** (torch.arange(0, head_dim, 2, device=device, dtype=torch.float32) / head_dim)
-    )
-    angle = torch.arange(n, device=device, dtype=torch.float32)[:, None] * inv[None, :]
-    return torch.complex(torch.cos(angle), torch.sin(angle))[:, None, :]
-
-
-def rotary_tables_on_heads(
-    n: int, head_dim: int, heads: int, rotated: int, device: torch.device
-) -> torch.Tensor:
-    """``cos + i sin`` ``[n heads head_dim/2]`` rotating only the first ``rotated`` heads
-    (F5-TTS's ``pe_attn_head``); the others get the identity (1 + 0i: exact)."""
-    table = rotary_tables(n, head_dim, device)
-    keep = (torch.arange(heads, device=device) < rotated)[None, :, None]
-    return torch.where(keep, table, torch.ones_like(table))
-
-
-def apply_rotary(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
-    """Rotate the channel pairs ``(x[2j], x[2j+1])`` of ``x [b n h hd]`` by the angles of
-    ``table`` (complex, broadcast to ``[b n h hd/2]``, from `rotary_tables`): one complex
-    multiply, in float32 for any dtype of ``x``."""
-    pairs = torch.view_as_complex(x.float().unflatten(-1, (-1, 2)))
-    return torch.view_as_real(pairs * table).flatten(-2).to(x.dtype)
-
-
-def _varlen_kernel() -> Any:
-    """``torch.nn.attention.varlen.varlen_attn`` where this torch has it, else None."""
-    try:
-        from torch.nn.attention.varlen import varlen_attn
-    except ImportError:
-        return None
-    return varlen_attn
-
-
-def segment_attention(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, packed: PackedIndex
-) -> torch.Tensor:
-    """Attention confined to each item of a packed sequence: ``[1 h T hd]`` in and out (any strides).
-
-    On CUDA in half precision one variable-length flash-attention call covers every item
-    (cumulative lengths ``packed.cu_seqlens``); elsewhere each item is its own fused
-    ``scaled_dot_product_attention`` call without a mask (the flash kernel on the CPU).
-    Row padding comes out zero.
-    """
-    if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
-        kernel = _varlen_kernel()
-        if kernel is not None:
-            qt, kt, vt = (x[0].transpose(0, 1) for x in (q, k, v))  # [T h hd]
-            o = kernel(qt, kt, vt, packed.cu_seqlens, packed.cu_seqlens, packed.max_len, packed.max_len)
-            return o.transpose(0, 1)[None]
-    outs = []
-    for qs, ks, vs, is_item in zip(
-        q.split(packed.sizes, 2), k.split(packed.sizes, 2), v.split(packed.sizes, 2), packed.is_item,
-        strict=True,
-    ):
-        if is_item and qs.shape[2]:
-            outs.append(F.scaled_dot_product_attention(qs, ks, vs))
-        else:
-            outs.append(torch.zeros_like(qs))
-    return torch.cat(outs, dim=2)
-
-
-class Attention(nn.Module):
-    """Multi-head self-attention with rotary positions, over a padding-free batch ``[b n c]``
-    or a packed sequence ``[1 T c]`` (then confined to each item); dropout on its output."""
-
-    def __init__(self, dim: int, heads: int, dropout: float) -> None:
-        super().__init__()
-        self.heads = heads
-        self.qkv = Linear(dim, 3 * dim)
-        self.out = Linear(dim, dim)
-        self.drop = Dropout(dropout)
-
-    def forward(
-        self,
-        x: torch.Tensor,
-        rope: torch.Tensor,
-        packed: PackedIndex | None = None,
-    ) -> torch.Tensor:
-        """``x [b n c]`` (or packed ``[1 T c]``); ``rope`` the rotary table of its frames
-        (`rotary_tables`: ``[n 1|h hd/2]``)."""
-        b, n, c = x.shape
-        # Heads stay in the frame-major layout [b n h hd] of the projection (SDPA takes the
-        # [b h n hd] view of it), so the backward pass stacks the q, k, v gradients straight
-        # into the projection's layout instead of stacking them head-major and copying.
-        q, k, v = self.qkv(x).view(b, n, 3, self.heads, c // self.heads).unbind(2)
-        q, k, v = apply_rotary(q, rope).transpose(1, 2), apply_rotary(k, rope).transpose(1, 2), v.transpose(1, 2)
-        if packed is None:
-            o = F.scaled_dot_product_attention(q, k, v)  # no mask, no dropout: fused kernels
-        else:
-            o = segment_attention(q, k, v, packed)
-        return self.drop(self.out(o.transpose(1, 2).reshape(b, n, c)))
 
 
 class DiTBlock(nn.Module):
@@ -554,58 +294,6 @@ class FinalLayer(nn.Module):
         mod = self.modulation(F.silu(c))
         shift, scale = (mod[:, None, :] if packed is None else packed.per_frame(mod)).chunk(2, dim=-1)
         return self.proj(torch.addcmul(shift, self.norm(x), 1 + scale))
-
-
-class DurationFiLM(nn.Module):
-    """Emotion + intensity FiLM of the duration head (seed "E13"): ``h (1 + gamma) + beta``.
-
-    The projection to ``(gamma, beta)`` starts at zero, so a freshly added FiLM leaves the
-    durations of a ``dur_cond="none"`` parent unchanged; all its parameters live under
-    `DUR_FILM_PREFIX`.
-    """
-
-    def __init__(self, hidden: int) -> None:
-        super().__init__()
-        self.emotion = EmotionEmbedding(hidden)
-        self.proj = Linear(hidden, 2 * hidden)
-        nn.init.zeros_(self.proj.weight)
-        nn.init.zeros_(self.proj.bias)
-
-    def forward(self, h: torch.Tensor, cond: Conditions) -> torch.Tensor:
-        gamma, beta = self.proj(F.silu(self.emotion(cond)))[:, None, :].chunk(2, dim=-1)
-        return h * (1 + gamma) + beta
-
-
-class DurationHead(nn.Module):
-    """Encoded characters ``[b nt text_dim]`` -> predicted ``log(1 + frames)`` ``[b nt]``.
-
-    Two masked convolutions over the characters (kernel 3: a character's length depends on
-    its neighbours), informed by the language and the speaking-rate bucket; with
-    ``emotion=True`` a `DurationFiLM` also conditions it on emotion and intensity.
-    """
-
-    def __init__(self, text_dim: int, hidden: int, n_languages: int, emotion: bool) -> None:
-        super().__init__()
-        self.inp = nn.Conv1d(text_dim, hidden, 3, padding=1)
-        self.language = nn.Embedding(n_languages + 1, hidden)
-        self.rate = nn.Embedding(N_RATE_BUCKETS + 1, hidden)
-        for emb in (self.language, self.rate):
-            nn.init.normal_(emb.weight, std=0.02)
-        self.norm1 = nn.LayerNorm(hidden)
-        self.film = DurationFiLM(hidden) if emotion else None
-        self.mid = nn.Conv1d(hidden, hidden, 3, padding=1)
-        self.norm2 = nn.LayerNorm(hidden)
-        self.out = Linear(hidden, 1)
-
-    def forward(self, chars: torch.Tensor, mask: torch.Tensor, cond: Conditions) -> torch.Tensor:
-        h = self.inp(_masked(chars, mask).transpose(1, 2)).transpose(1, 2)
-        h = h + (self.language(cond.language) + self.rate(cond.rate))[:, None, :]
-        h = self.norm1(F.silu(h))
-        if self.film is not None:
-            h = self.film(h, cond)
-        h = h + self.mid(_masked(h, mask).transpose(1, 2)).transpose(1, 2)
-        h = self.norm2(F.silu(h))
-        return self.out(h).squeeze(-1).float().masked_fill(~mask, 0.0)
 
 
 # ---- the network ---------------------------------------------------------------------------
@@ -753,11 +441,11 @@ class DiT(nn.Module):
         dense = layout.is_dense(n)
         valid = None if dense else frame  # a batch without padding takes no frame masking
         show_prompt = frame & ~cond.target_mask & ~cond.drop_prompt[:, None]
-        prompt = _masked(cond.prompt.to(x_t.dtype), show_prompt)
+        prompt = masked(cond.prompt.to(x_t.dtype), show_prompt)
         text, log_duration = self._text_frames(cond, phase, valid)
         if self.cfg.arch == "flowkit":
-            text = _masked(text, ~cond.drop_text[:, None].expand(b, n))
-        h = self.input_proj(torch.cat([_masked(x_t, valid), prompt, text.to(x_t.dtype)], dim=-1))
+            text = masked(text, ~cond.drop_text[:, None].expand(b, n))
+        h = self.input_proj(torch.cat([masked(x_t, valid), prompt, text.to(x_t.dtype)], dim=-1))
         if self.conv_pos is not None:
             h = self.conv_pos(h, valid)
         c = self.time(t.to(x_t.device))
