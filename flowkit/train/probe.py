@@ -173,6 +173,16 @@ def _find_audio(dirs: Sequence[str], segment_id: str) -> Path | None:
     return None
 
 
+def _announce(what: str, asr: Any) -> None:
+    """One line as a probe starts (through flowkit.console, so it lands above the progress
+    bar): a step-0 probe and its ceiling take ~100 s on a loaded CPU and look like a hang."""
+    from flowkit.console import console
+
+    describe = getattr(asr, "describe", None)
+    name = describe().get("name") if callable(describe) else type(asr).__name__
+    console.print(f"probe: {what}, transcribed by {name} ...", markup=False, highlight=False, soft_wrap=True)
+
+
 class ProbeRunner:
     """Runs the probe of one run (see the module docstring); built by `flowkit.train.run`.
 
@@ -326,6 +336,7 @@ class ProbeRunner:
         import soundfile as sf
 
         started = time.perf_counter()
+        _announce(f"the ceiling: {len(self.sentences)} sentences' ground truth through the vocoder and as recorded", self.settings.asr)
         with isolated_global_rng():
             vocoded = [self.vocoder(truth, self.encoder) for truth in self._truth]
             out, _ = self._score(vocoded, "probe_truth_vocoded")
@@ -353,6 +364,7 @@ class ProbeRunner:
         from flowkit.synth.sample import inference_conditions, synthesize, target_spans
 
         started = time.perf_counter()
+        _announce(f"synthesising {len(self.sentences)} sentences x {self.settings.draws} draw(s)", self.settings.asr)
         was_training = model.training
         weights = ema.swapped_in(model) if ema is not None else contextlib.nullcontext()
         with isolated_global_rng(), torch.no_grad(), weights:
