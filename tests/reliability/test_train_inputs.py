@@ -203,3 +203,36 @@ def test_a_warm_up_longer_than_the_run_is_one_warning(child: tuple[Path, str]) -
     assert len(warnings) == 1, out
     assert "warmup_updates = 1000 is longer than the run" in warnings[0], warnings[0]
     assert "peaks at 2e-06 (update 2 of 2)" in warnings[0], warnings[0]  # 1e-3 * 2 / 1000
+
+
+# ---- the probe says it is running ----------------------------------------------------------------
+
+
+class _Parrot:
+    """A recogniser that "hears" a fixed text at once (the probe's line, not its score, is tested)."""
+
+    languages = ("en",)
+
+    def transcribe(self, audio, sample_rate, language="en"):  # noqa: ANN001, ANN201
+        return "la mora"
+
+    def describe(self) -> dict[str, str]:
+        return {"name": "asr.test_parrot", "model": "none", "version": "test"}
+
+
+def test_a_probe_says_it_is_running(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    from flowkit import registry
+
+    registry.load_plugins(third_party=False)
+    if ("asr", "test_parrot") not in {(c.kind, c.name) for c in registry.components("asr")}:
+        registry.register("asr", "test_parrot")(_Parrot)
+    probe = ("Trainer.probe = @Probe()", "Probe.asr = @asr.test_parrot()", "Probe.speaker = None",
+             "Probe.quality = None", "Probe.sentences = 1", "Probe.solver_steps = 2", "Probe.every = 100",
+             "Trainer.loggers = []", "Trainer.eval_every = 100", "Trainer.save_every = 100", "Trainer.log_every = 1")
+    argv = ["train", str(DEBUG_GIN), *(x for b in probe for x in ("-b", b)), "--out", str(tmp_path / "run"),
+            "--steps", "1", "--device", "cpu"]
+    code, out = _invoke(argv, capfd)
+    assert code == 0, out
+    lines = [line for line in out.splitlines() if line.startswith("probe: ")]
+    assert any("the ceiling: 1 sentences" in line and "asr.test_parrot" in line for line in lines), out
+    assert sum("synthesising 1 sentences x 1 draw(s)" in line for line in lines) == 2, out  # step 0 and the last
