@@ -24,7 +24,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from flowkit.errors import WriteError
 
@@ -156,11 +156,11 @@ def _mount_point(path: Path) -> Path:
     return path
 
 
-def _refusal(label: str, target: Path | str, code: int) -> WriteError:
+def _refuse(label: str, target: Path | str, code: int) -> NoReturn:
     reason, fix = _REFUSED[code]
     if code in (errno.ENOSPC, errno.EROFS):
         reason += f" (the file system at {_mount_point(Path(target))})"
-    return WriteError(f"{label}: cannot write {target}: {reason}; {fix}")
+    raise WriteError(f"{label}: cannot write {target}: {reason}; {fix}")
 
 
 def check_writable(folder: str | os.PathLike[str], *, label: str) -> None:
@@ -179,11 +179,11 @@ def check_writable(folder: str | os.PathLike[str], *, label: str) -> None:
     except OSError:
         return
     if st.f_flag & os.ST_RDONLY:
-        raise _refusal(label, where, errno.EROFS)
+        _refuse(label, where, errno.EROFS)
     if not os.access(where, os.W_OK | os.X_OK):
-        raise _refusal(label, where, errno.EACCES)
+        _refuse(label, where, errno.EACCES)
     if st.f_blocks and _free_bytes(where) == 0:
-        raise _refusal(label, where, errno.ENOSPC)
+        _refuse(label, where, errno.ENOSPC)
 
 
 def torch_write_failed(exc: BaseException) -> bool:
@@ -230,4 +230,4 @@ def refused_writes(label: str, folder: str | os.PathLike[str]) -> Iterator[None]
         if not isinstance(mapped, OSError) or mapped.errno not in _WRITE_ONLY:
             raise
         target = mapped.filename if mapped.filename else folder
-        raise _refusal(label, target, mapped.errno) from exc
+        _refuse(label, target, mapped.errno)  # raised here: the OSError stays its __context__

@@ -29,6 +29,7 @@ CLASSES = {
     "ResumeError": (4, "a run directory that cannot be started or resumed as asked"),
     "CheckpointError": (4, "a checkpoint that is missing, corrupt, or does not fit"),
     "TrainingError": (5, "training stopped: non-finite values, a full disk, a busy run"),
+    "WriteError": (6, "an output the file system refuses: read-only, full, or not permitted"),
     "FlowkitError": (1, "other user errors"),
 }
 
