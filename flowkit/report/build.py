@@ -1,6 +1,6 @@
 """`write_report`: read runs, assemble the document, write report.md, its files and report.html.
 
-Output folder: the run directory for one run, ``./report-<timestamp>`` for several, or
+Output folder: the run (or sweep) directory for one, ``./report-<timestamp>`` for several, or
 ``out``. ``report.md`` links PNG and WAV files in ``report_files/``; ``report.html`` embeds
 the same files as data URIs and opens offline on its own.
 """
@@ -14,7 +14,9 @@ from typing import Any
 
 import attrs
 
+from flowkit.errors import ConfigError
 from flowkit.io import atomic_write_bytes, atomic_write_text
+from flowkit.report.compare import DETAIL_RUNS, OBJECTIVES, expand_sweeps
 from flowkit.report.document import Document, Note, Section
 from flowkit.report.render_html import render_html
 from flowkit.report.render_md import render_markdown
@@ -35,25 +37,37 @@ class ReportFiles:
     files: tuple[Path, ...]
 
 
-def build_document(run_dirs: Sequence[Path], *, samples: int = 0, vocoder: Any = None) -> Document:
+def build_document(run_dirs: Sequence[Path], *, samples: int = 0, vocoder: Any = None,
+                   objective: str | None = None) -> Document:
     """The report document of ``run_dirs`` (one run, or a comparison of several).
 
+    A sweep directory (``flowkit sweep --out``) stands for its points' runs.
     ``vocoder`` decodes the samples (None: each run's ``Trainer.vocoder``, else Griffin-Lim).
+    ``objective`` names the best run of a comparison (`flowkit.report.compare.OBJECTIVES`;
+    default: the sweep's, else val_loss_ema).
 
     Raises:
         NotARunError: a path that is not a run directory (checked before any work).
-        ConfigError: a vocoder that cannot invert a run's latents (see `sample_blocks`).
+        ConfigError: a vocoder that cannot invert a run's latents (see `sample_blocks`);
+            an unknown objective.
     """
-    runs = [read_run(p) for p in run_dirs]
-    if len(runs) == 1:
+    if objective is not None and objective not in OBJECTIVES:
+        raise ConfigError(f"--objective {objective!r} is not known; use one of: {', '.join(OBJECTIVES)}")
+    paths, sweep = expand_sweeps([Path(p) for p in run_dirs])
+    runs = [read_run(p) for p in paths]
+    if len(runs) == 1 and sweep is None:
         run = runs[0]
         sections = run_sections(run)
         title = f"Run report: {run.label}"
     else:
-        sections = comparison_sections(runs)
-        for k, run in enumerate(runs):
-            sections += run_sections(run, prefix=f"run{k + 1}-", title_prefix=f"{run.label}: ")
-        title = f"Comparison of {len(runs)} runs: " + ", ".join(r.label for r in runs)
+        sections = comparison_sections(runs, sweep=sweep, objective=objective)
+        if len(runs) <= DETAIL_RUNS:
+            for k, run in enumerate(runs):
+                sections += run_sections(run, prefix=f"run{k + 1}-", title_prefix=f"{run.label}: ")
+        title = f"Comparison of {len(runs)} runs"
+        title += f" of the sweep {sweep.path.name}" if sweep is not None else ""
+        if len(runs) <= DETAIL_RUNS:
+            title += ": " + ", ".join(r.label for r in runs)
     if samples > 0:
         from flowkit.report.samples import sample_blocks
 
@@ -66,14 +80,14 @@ def build_document(run_dirs: Sequence[Path], *, samples: int = 0, vocoder: Any =
 
 
 def default_out(run_dirs: Sequence[Path]) -> Path:
-    """The run directory itself for one run; a new ``report-<timestamp>`` for several."""
+    """The run (or sweep) directory itself for one; a new ``report-<timestamp>`` for several."""
     if len(run_dirs) == 1:
         return Path(run_dirs[0])
     return Path(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
 
 
 def write_report(run_dirs: Sequence[str | Path], *, out: str | Path | None = None, samples: int = 0,
-                 vocoder: Any = None) -> ReportFiles:
+                 vocoder: Any = None, objective: str | None = None) -> ReportFiles:
     """Write ``report.md``, ``report_files/`` and ``report.html`` for ``run_dirs``.
 
     Args:
@@ -81,12 +95,13 @@ def write_report(run_dirs: Sequence[str | Path], *, out: str | Path | None = Non
         out: output folder (default: see the module docstring).
         samples: validation items to synthesise per run (0: none).
         vocoder: decodes the samples (None: each run's ``Trainer.vocoder``, else Griffin-Lim).
+        objective: what names the best run of a comparison (see `build_document`).
 
     Raises:
         NotARunError: a path that is not a run directory.
     """
     paths = [Path(p) for p in run_dirs]
-    doc = build_document(paths, samples=samples, vocoder=vocoder)
+    doc = build_document(paths, samples=samples, vocoder=vocoder, objective=objective)
     target = Path(out) if out is not None else default_out(paths)
     target.mkdir(parents=True, exist_ok=True)
     written = []

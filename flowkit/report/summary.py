@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from flowkit.report.compare import config_differences
+from flowkit.report import compare
 from flowkit.report.document import Code, Facts, Figure, Note, Section, Table
 from flowkit.report.intelligibility import intelligibility_blocks
 from flowkit.report.plots import Curve, curves_png
@@ -222,36 +222,9 @@ def run_sections(run: RunDir, *, prefix: str = "", title_prefix: str = "") -> li
     return sections
 
 
-def comparison_sections(runs: Sequence[RunDir]) -> list[Section]:
-    """Sections comparing several runs: one summary table, overlaid curves, config differences."""
-    rows = []
-    for r in runs:
-        fps = throughput(r)
-        best = _best_val_loss(r)
-        _, losses = r.series("train", "loss")
-        rows.append([
-            r.label, r.state, f"{r.step} / {_show(r.total_steps)}", _show(losses[-1] if losses else None),
-            _show(best), f"{fps:,.0f}" if fps else "-", _show(r.info("device")),
-        ])
-    header = ["run", "state", "steps", "last loss", "best EMA val loss", "frames/s", "device"]
-    diff = config_differences([r.config_text for r in runs])
-    incomparable = sorted(k for k, _ in diff if k.split(".")[0] in ("schedule", "t_sampler", "loss")
-                          or k in ("Trainer.schedule", "Trainer.t_sampler", "Trainer.losses"))
-    caution = [Note(
-        "Caution: the runs differ in " + ", ".join(incomparable) + ". Their losses measure different "
-        "targets (or average over different flow times), so compare them by listening "
-        "(--samples), not by the loss values."
-    )] if incomparable else []
-    diff_block: Any
-    if diff:
-        diff_block = Table(["binding", *(r.label for r in runs)], [[k, *v] for k, v in diff])
-    else:
-        diff_block = Note("The runs' config.gin bindings are identical.")
-    return [
-        Section("Runs", [Table(header, rows), *caution, Facts([(r.label, str(r.path)) for r in runs])]),
-        Section("Config differences", [diff_block]),
-        Section("Curves (overlaid)", _run_plots(runs, "compare-") or [Note("No metrics recorded yet.")]),
-    ]
+def comparison_sections(runs: Sequence[RunDir], *, sweep: Any = None, objective: str | None = None) -> list[Section]:
+    """Sections comparing several runs (`flowkit.report.compare.comparison_sections`)."""
+    return compare.comparison_sections(runs, sweep=sweep, objective=objective)
 
 
 def generated_note() -> str:
