@@ -417,7 +417,13 @@ def attribution(teacher: Teacher) -> str:
 def build(out: Path, hours: float, seed: int, n_heldout: int, n_prompts: int, block: int, threads: int,
           progress: bool = True) -> dict:
     """Write (or finish) the corpus in ``out``; returns the summary written to ``corpus.json``."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from flowkit.asr.normalise import normalise_for_scoring
 
