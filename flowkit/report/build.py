@@ -21,7 +21,7 @@ from flowkit.report.document import Document, Note, Section
 from flowkit.report.render_html import render_html
 from flowkit.report.render_md import render_markdown
 from flowkit.report.rundir import read_run
-from flowkit.report.summary import comparison_sections, generated_note, run_sections
+from flowkit.report.summary import CONFIG_TITLE, comparison_sections, generated_note, run_sections
 
 __all__ = ["ReportFiles", "build_document", "write_report"]
 
@@ -75,6 +75,9 @@ def build_document(run_dirs: Sequence[Path], *, samples: int = 0, vocoder: Any =
             prefix = f"run{k + 1}-" if len(runs) > 1 else ""
             label = "Samples" if len(runs) == 1 else f"{run.label}: Samples"
             sections.append(Section(label, sample_blocks(run.path, samples, prefix=prefix, vocoder=vocoder)))
+    # A config dump is long: the samples and figures come first, the configs last.
+    sections = [x for x in sections if not x.title.endswith(CONFIG_TITLE)] + [
+        x for x in sections if x.title.endswith(CONFIG_TITLE)]
     sections.append(Section("About this report", [Note(generated_note())]))
     return Document(title, sections)
 

@@ -22,7 +22,7 @@ from flowkit.report.document import Audio, Figure, Note, SampleBlock, Table
 from flowkit.report.plots import Curve, curves_png
 from flowkit.report.rundir import RunDir
 
-__all__ = ["intelligibility_blocks", "judges_sentence", "text_use_sentence"]
+__all__ = ["ceiling_curves", "heard_anything", "intelligibility_blocks", "judges_sentence", "text_use_sentence"]
 
 #: the probe's judged measures besides WER: (key, label, axis, figure name)
 JUDGED = (("sim", "speaker similarity to the prompt", "cosine similarity", "probe_sim"),
@@ -48,8 +48,16 @@ def judges_sentence(run: RunDir) -> str | None:
     return ("Judges: " + "; ".join(parts) + ".") if parts else None
 
 
+def heard_anything(wer: float) -> bool:
+    """Whether a probe heard words: a WER below 1.0 (an empty or all-wrong transcript is 1.0 or more)."""
+    return wer < 1.0
+
+
 def text_use_sentence(run: RunDir) -> str | None:
-    """In words: does the model use its text (the newest text gain, evaluation or probe)?"""
+    """In words: does the model use its text? The newest text gain (evaluation or probe) says
+    whether dropping the text costs loss; only the probe says whether words come out: a model
+    that speaks noise can show a positive gain (an untrained F5 import measured +0.026), so
+    without a probe that heard words the verdict is "cannot tell" or "not yet"."""
     found = []
     for kind, key, what in (("eval", "text_gain", "validation"), ("probe", "probe_text_gain", "probe sentences")):
         steps, values = run.series(kind, key)
@@ -62,7 +70,34 @@ def text_use_sentence(run: RunDir) -> str | None:
         return (f"The model does not use its text yet: at step {step} its EMA loss without text is not above the "
                 f"loss with text ({key} = {gain:.4g} on the {what}). Until this gain turns positive the samples "
                 "carry voice but no words.")
-    return f"The model uses its text: at step {step} dropping the text raises its EMA loss by {gain:.4g} ({key}, {what})."
+    gained = f"at step {step} dropping the text raises its EMA loss by {gain:.4g} ({key}, {what})"
+    probe_steps, wer = run.series("probe", "probe_wer")
+    if not probe_steps:
+        return (f"Cannot tell whether the model says its words: {gained}, but a positive text gain alone is also "
+                "measured on models that speak noise; only a probe that hears the words shows it "
+                "(Trainer.probe = @Probe()), or listen to the samples.")
+    heard = [(w, s) for s, w in zip(probe_steps, wer, strict=True) if heard_anything(w)]
+    if not heard:
+        return (f"The model does not say its words yet: {gained}, but no probe heard words (WER >= 1.0 at all "
+                f"{len(probe_steps)} probes, the latest at step {probe_steps[-1]}).")
+    best, at = min(heard)
+    return f"The model uses its text: {gained}, and the probe hears its words (WER {best:.3f} at step {at})."
+
+
+def ceiling_curves(run: RunDir, metric: str, span: list[int]) -> list[Curve]:
+    """The two ceilings of probe ``metric`` (wer, sim, dnsmos) as flat lines over ``span``,
+    the recorded one solid and the vocoded one dashed on top of it, so equal ceilings both
+    show (the dash gaps reveal the line below); each label carries its value."""
+    curves = []
+    raw = _ceiling(run, f"probe_truth_raw_{metric}")
+    vocoded = _ceiling(run, f"probe_truth_vocoded_{metric}")
+    if raw is not None:
+        curves.append(Curve(f"ground truth, recorded ({raw:.3f})", span, [raw, raw]))
+    if vocoded is not None:
+        same = " = recorded" if raw is not None and round(raw, 3) == round(vocoded, 3) else ""
+        curves.append(Curve(f"ground truth through the vocoder ({vocoded:.3f}{same})", span, [vocoded, vocoded],
+                            dashed=True))
+    return curves
 
 
 def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
@@ -72,6 +107,12 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
         return []
     values = doc.get("values", {})
     wer = values.get("probe_wer")
+    hyps = [str(x.get("hypothesis") or "").strip() for x in doc.get("sentences", [])]
+    if label == "Best" and ((isinstance(wer, (int, float)) and not heard_anything(wer)) or not any(hyps)):
+        # the first probe is always kept as the best one: it is no best while nothing was heard
+        shown = f"{wer:.3f}" if isinstance(wer, (int, float)) else "unknown"
+        return [Note(f"Best probe: no probe heard words yet (the best kept, at step {doc.get('step')}, has WER "
+                     f"{shown} and {sum(1 for h in hyps if h)} of {len(hyps)} sentences heard).")]
     title = f"{label} probe (step {doc.get('step')}, WER {wer:.3f})" if isinstance(wer, (int, float)) else f"{label} probe"
     rows, blocks = [], []
     sentences = doc.get("sentences", [])
@@ -97,20 +138,21 @@ def intelligibility_blocks(run: RunDir, prefix: str = "") -> list[Any]:
     blocks: list[Any] = []
     steps, wer = run.series("probe", "probe_wer")
     if steps:
-        curves = [Curve("probe WER (EMA)", steps, wer)]
         span = [steps[0], max(steps[-1], steps[0] + 1)]
-        for key, label in (("probe_truth_vocoded_wer", "ground truth through the vocoder"),
-                           ("probe_truth_raw_wer", "ground truth, recorded")):
-            value = _ceiling(run, key)
-            if value is not None:
-                curves.append(Curve(label, span, [value, value], dashed=True))
+        curves = [Curve("probe WER (EMA)", steps, wer), *ceiling_curves(run, "wer", span)]
         png = curves_png("probe WER and its ceilings", "WER", curves)
         blocks.append(Figure("probe WER over steps, with the ground-truth ceilings", png, f"{prefix}probe_wer.png"))
         vocoded = _ceiling(run, "probe_truth_vocoded_wer")
-        best = min(wer)
-        line = f"Probe WER: latest {wer[-1]:.3f} (step {steps[-1]}), best {best:.3f} (step {steps[wer.index(best)]})"
+        heard = [w for w in wer if heard_anything(w)]
+        line = f"Probe WER: latest {wer[-1]:.3f} (step {steps[-1]}), "
+        if heard:
+            best = min(heard)
+            line += f"best {best:.3f} (step {steps[wer.index(best)]})"
+        else:
+            line += f"no probe heard words yet (WER >= 1.0 at all {len(wer)} probes)"
         if vocoded:
-            line += f"; ground truth through the vocoder {vocoded:.3f} (best / ceiling = {best / vocoded:.2f}x)"
+            ratio = f" (best / ceiling = {min(heard) / vocoded:.2f}x)" if heard else ""
+            line += f"; ground truth through the vocoder {vocoded:.3f}{ratio}"
         raw = _ceiling(run, "probe_truth_raw_wer")
         if raw is not None:
             line += f"; recorded ground truth {raw:.3f}"
@@ -120,12 +162,11 @@ def intelligibility_blocks(run: RunDir, prefix: str = "") -> list[Any]:
         if not steps_j:
             continue
         span = [steps_j[0], max(steps_j[-1], steps_j[0] + 1)]
-        curves = [Curve(f"probe {label} (EMA)", steps_j, values)]
+        curves = [Curve(f"probe {label} (EMA)", steps_j, values), *ceiling_curves(run, key, span)]
         ceilings = []
         for which, what in (("vocoded", "ground truth through the vocoder"), ("raw", "ground truth, recorded")):
             value = _ceiling(run, f"probe_truth_{which}_{key}")
             if value is not None:
-                curves.append(Curve(what, span, [value, value], dashed=True))
                 ceilings.append(f"{what} {value:.3f}")
         png = curves_png(f"probe {label} and its ceilings", axis, curves)
         blocks.append(Figure(f"probe {label} over steps, with the ground-truth ceilings", png, f"{prefix}{name}.png"))

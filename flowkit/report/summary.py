@@ -18,8 +18,10 @@ from flowkit.report.intelligibility import intelligibility_blocks
 from flowkit.report.plots import Curve, curves_png
 from flowkit.report.rundir import RunDir
 
-__all__ = ["comparison_sections", "run_sections", "throughput"]
+__all__ = ["CONFIG_TITLE", "comparison_sections", "run_sections", "throughput"]
 
+#: the title of a run's config section: `flowkit.report.build` moves these below the samples
+CONFIG_TITLE = "Operative config (config.gin)"
 # Eval passes drawn on the EMA validation plot (raw weights are drawn dashed for contrast).
 _EMA_PREFIX = "val_loss_ema"
 
@@ -218,7 +220,7 @@ def run_sections(run: RunDir, *, prefix: str = "", title_prefix: str = "") -> li
     if heard:
         sections.append(Section(f"{t}Intelligibility (probe WER, text gain)", heard))
     config = run.config_text.strip()
-    sections.append(Section(f"{t}Operative config (config.gin)", [Code(config, "gin") if config else Note("No config.gin.")]))
+    sections.append(Section(f"{t}{CONFIG_TITLE}", [Code(config, "gin") if config else Note("No config.gin.")]))
     return sections
 
 
