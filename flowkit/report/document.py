@@ -23,10 +23,12 @@ class Facts:
 
 @attrs.frozen
 class Table:
-    """A table: column titles and rows of cell text."""
+    """A table: column titles and rows of cell text; ``sortable``: the HTML sorts it by a
+    column when its title is clicked (numbers as numbers, ``-`` last)."""
 
     header: Sequence[str]
     rows: Sequence[Sequence[str]]
+    sortable: bool = False
 
 
 @attrs.frozen

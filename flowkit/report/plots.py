@@ -28,11 +28,13 @@ _SPECTROGRAM_DPI = 100
 class Curve:
     """One line: a label (the run, or the pass of an evaluation) and its points."""
 
-    def __init__(self, label: str, steps: Sequence[int], values: Sequence[float], *, dashed: bool = False) -> None:
+    def __init__(self, label: str, steps: Sequence[int], values: Sequence[float], *, dashed: bool = False,
+                 highlight: bool = False) -> None:
         self.label = label
         self.steps = list(steps)
         self.values = list(values)
         self.dashed = dashed
+        self.highlight = highlight  # drawn thicker and on top (the best run of a comparison)
 
 
 def _png(fig: plt.Figure, dpi: int = _DPI, tight: bool = True) -> bytes:
@@ -48,18 +50,27 @@ def curves_png(title: str, ylabel: str, curves: Sequence[Curve], *, log_y: bool 
     ``log_y`` is applied only when every value is positive (a loss can be negative for
     some schedules, and a log axis would hide it).
     """
-    fig, ax = plt.subplots(figsize=(6.4, 3.2))
-    for curve in curves:
-        if not curve.steps:
-            continue
+    drawn = [c for c in curves if c.steps]
+    # Many curves (a sweep): the legend goes beside the axes in columns of up to 24 entries,
+    # the figure widens for it, and the colours come from a qualitative map that has as many.
+    many = len(drawn) > _LEGEND_INSIDE
+    columns = -(-len(drawn) // _LEGEND_ROWS) if many else 1
+    font = 7 if len(drawn) <= 24 else 6
+    # a legend column's width in inches: the line sample, then the longest label (~0.55 em a character)
+    column_in = 0.55 + max((len(c.label) + 7 * c.highlight for c in drawn), default=0) * font * 0.55 / 72
+    fig, ax = plt.subplots(figsize=(6.4 + (column_in * columns if many else 0), 3.2 if len(drawn) <= 16 else 4.2))
+    colours = _colours(len(drawn)) if many else [None] * len(drawn)
+    for curve, colour in zip(drawn, colours, strict=True):
         ax.plot(
             curve.steps,
             curve.values,
             linestyle="--" if curve.dashed else "-",
             marker="o" if len(curve.steps) < 12 else None,
             markersize=3,
-            linewidth=1.2,
-            label=curve.label,
+            linewidth=2.6 if curve.highlight else 1.2,
+            zorder=3 if curve.highlight else 2,
+            color=colour,
+            label=curve.label + (" (best)" if curve.highlight else ""),
         )
     values = [v for c in curves for v in c.values if np.isfinite(v)]
     # a log axis only pays off over a decade or more; below that plain ticks read better
@@ -69,9 +80,31 @@ def curves_png(title: str, ylabel: str, curves: Sequence[Curve], *, log_y: bool 
     ax.set_xlabel("step")
     ax.set_ylabel(ylabel)
     ax.grid(True, alpha=0.3)
-    if sum(1 for c in curves if c.steps) > 1:
+    if many:
+        ax.legend(fontsize=font, loc="upper left", bbox_to_anchor=(1.01, 1.0), ncol=columns,
+                  frameon=False, borderaxespad=0.0)
+        # room for the legend set by hand: a tight crop would draw the big legend twice
+        axes_in = 5.4
+        fig.subplots_adjust(left=0.9 / fig.get_figwidth(), right=(0.9 + axes_in) / fig.get_figwidth(), top=0.9, bottom=0.14)
+        return _png(fig, tight=False)
+    if len(drawn) > 1:
         ax.legend(fontsize=8)
     return _png(fig)
+
+
+#: Up to this many curves the legend sits inside the axes; beyond, beside them.
+_LEGEND_INSIDE = 6
+_LEGEND_ROWS = 24
+
+
+def _colours(n: int) -> list[tuple[float, ...]]:
+    """``n`` distinguishable colours: tab10, tab20, then evenly spaced on a perceptual map."""
+    if n <= 10:
+        return [plt.get_cmap("tab10")(i) for i in range(n)]
+    if n <= 20:
+        return [plt.get_cmap("tab20")(i) for i in range(n)]
+    cmap = plt.get_cmap("turbo")
+    return [cmap(0.05 + 0.9 * i / (n - 1)) for i in range(n)]
 
 
 def spectrograms_figure(panels: Sequence[tuple[str, np.ndarray]], *, frame_rate: float | None = None) -> plt.Figure:

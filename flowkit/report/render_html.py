@@ -31,6 +31,10 @@ figure img { max-width: 100%; height: auto; }
 .sample figure { width: 100%; max-width: 900px; }
 .sample { border: 1px solid #ddd; border-radius: 6px; padding: .6em 1em; margin: 1em 0; }
 .note { color: #666; font-style: italic; }
+table.sortable th { cursor: pointer; user-select: none; white-space: nowrap; }
+table.sortable th:after { content: " \\2195"; color: #999; font-size: 80%; }
+table.sortable th.asc:after { content: " \\2191"; color: #333; } table.sortable th.desc:after { content: " \\2193"; color: #333; }
+.wide { overflow-x: auto; }
 audio { vertical-align: middle; margin: .2em .6em; }
 """
 
@@ -56,9 +60,42 @@ def _img(figure: Figure) -> str:
     )
 
 
+# Sorting a table by the clicked column title: numbers as numbers ("1,234", "85 s" and
+# "1.2 min" read by their leading number, in seconds for times), text otherwise, "-" last;
+# a second click reverses. Plain DOM calls, no library: the page stays offline.
+_SORT_JS = """
+function fkValue(text) {
+  var t = text.trim(); if (t === "-" || t === "") return null;
+  var m = t.replace(/,/g, "").match(/^(-?[0-9.]+(?:e[-+]?[0-9]+)?)\\s*(s|min|h)?\\b/i);
+  if (!m) return t.toLowerCase();
+  var scale = {s: 1, min: 60, h: 3600}[(m[2] || "").toLowerCase()] || 1;
+  return parseFloat(m[1]) * scale;
+}
+function fkSort(th) {
+  var table = th.closest("table"), body = table.tBodies[0], col = th.cellIndex;
+  var up = !th.classList.contains("asc");
+  Array.prototype.forEach.call(th.parentNode.children, function (h) { h.classList.remove("asc", "desc"); });
+  th.classList.add(up ? "asc" : "desc");
+  var rows = Array.prototype.slice.call(body.rows);
+  rows.sort(function (a, b) {
+    var x = fkValue(a.cells[col].textContent), y = fkValue(b.cells[col].textContent);
+    if (x === null || y === null) return (x === null) - (y === null);
+    if (typeof x !== typeof y) { x = String(x); y = String(y); }
+    return (x < y ? -1 : x > y ? 1 : 0) * (up ? 1 : -1);
+  });
+  rows.forEach(function (r) { body.appendChild(r); });
+}
+document.querySelectorAll("table.sortable th").forEach(function (th) {
+  th.title = "sort by " + th.textContent; th.addEventListener("click", function () { fkSort(th); });
+});
+"""
+
+
 def _table(block: Table) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in block.header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in block.rows)
+    if block.sortable:
+        return f'<div class="wide"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -96,5 +133,7 @@ def render_html(doc: Document) -> str:
                 out.append(f'<p class="note">{_e(block.text)}</p>')
             elif isinstance(block, SampleBlock):
                 out.append(_sample(block))
+    if any(isinstance(b, Table) and b.sortable for section in doc.sections for b in section.blocks):
+        out.append(f"<script>{_SORT_JS}</script>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"

@@ -20,7 +20,7 @@ from flowkit.sweep.grid import Point
 
 __all__ = ["check_points"]
 
-_BINDING_NO = re.compile(r"-b/--binding #(\d+)")
+_BINDING_NO = re.compile(r"-b/--binding #(\d+)(?::\d+)?")
 
 
 def _origin(message: str, base: Sequence[str], point: Point) -> tuple[str, str]:

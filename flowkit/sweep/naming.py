@@ -21,7 +21,7 @@ import hashlib
 import re
 from collections.abc import Sequence
 
-from flowkit.report.compare import short_keys
+from flowkit.report.compare import readable_value, short_keys
 from flowkit.sweep.grid import Point
 
 __all__ = ["MAX_NAME", "point_hash", "point_names", "readable_value"]
@@ -30,23 +30,7 @@ __all__ = ["MAX_NAME", "point_hash", "point_names", "readable_value"]
 #: short enough to read in a listing).
 MAX_NAME = 96
 _HASH = 8
-_REFERENCE = re.compile(r"^@(?:[\w]+/)*(?:[\w]+\.)*(?P<name>\w+)(?:\(\))?$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._+-]+")
-
-
-def readable_value(text: str) -> str:
-    """A gin value as a short plain word: ``@schedule.cosine_vpred()`` -> ``cosine_vpred``,
-    ``'abc'`` -> ``abc``, ``%LR`` -> ``LR``, ``[1, 2]`` -> ``1_2``; never empty."""
-    value = text.strip()
-    m = _REFERENCE.match(value)
-    if m:
-        value = m.group("name")
-    elif len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        value = value[1:-1]
-    elif value.startswith("%"):
-        value = value[1:]
-    value = _UNSAFE.sub("_", value).strip("_.")
-    return value or "_"
 
 
 def point_hash(point: Point) -> str:

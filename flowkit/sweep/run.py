@@ -193,8 +193,8 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
         return _run_optuna(spec, root, launcher=launcher, parallel=parallel, device=device, say=say)
     points = plan_points(spec)
     names = point_names(points, _keys(spec))
+    state = SweepState.open(root, spec)  # another sweep in root: refused before anything is parsed
     check_points(spec.configs, spec.bindings, points)
-    state = SweepState.open(root, spec)
     root.mkdir(parents=True, exist_ok=True)
     for name, point in zip(names, points, strict=True):
         state.add(name, point)
@@ -254,8 +254,8 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
         raise ConfigError("--optuna chooses the points itself: drop --seeds and --random (sweep seeds with --grid Trainer.seed=[...])")
     every = with_seeds(grid_points(spec.grid), spec.seeds)
     names = dict(zip((p.bindings for p in every), point_names(every, _keys(spec)), strict=True))
-    check_points(spec.configs, spec.bindings, every)
     state = SweepState.open(root, spec)
+    check_points(spec.configs, spec.bindings, every)
     root.mkdir(parents=True, exist_ok=True)
     state.save()
     local = LocalLauncher(1)
