@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from flowkit.cli import data as data_cmd
+from flowkit.cli import eval as eval_cmd
 from flowkit.cli import f5 as f5_cmd
 from flowkit.cli import prepare as prepare_cmd
 from flowkit.cli import report as report_cmd
@@ -180,6 +181,7 @@ app.command("init-from", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.init_fro
 app.command("sweep", epilog=sweep_cmd.EXIT_CODES)(guarded(sweep_cmd.sweep))
 app.command("report")(guarded(report_cmd.report))
 app.command("synthesize")(guarded(report_cmd.synthesize))
+app.command("eval")(guarded(eval_cmd.evaluate))
 app.command("import-f5")(guarded(f5_cmd.import_f5))
 app.command("export-f5")(guarded(f5_cmd.export_f5))
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from flowkit.report import compare
 from flowkit.report.document import Code, Facts, Figure, Note, Section, Table
+from flowkit.report.evals import eval_blocks
 from flowkit.report.intelligibility import intelligibility_blocks
 from flowkit.report.plots import Curve, curves_png
 from flowkit.report.rundir import RunDir
@@ -219,6 +220,9 @@ def run_sections(run: RunDir, *, prefix: str = "", title_prefix: str = "") -> li
     heard = intelligibility_blocks(run, prefix)
     if heard:
         sections.append(Section(f"{t}Intelligibility (probe WER, text gain)", heard))
+    evals = eval_blocks(run)
+    if evals:  # flowkit eval folders under RUN/evals/
+        sections.append(Section(f"{t}Evaluations", evals))
     config = run.config_text.strip()
     sections.append(Section(f"{t}{CONFIG_TITLE}", [Code(config, "gin") if config else Note("No config.gin.")]))
     return sections

@@ -1,0 +1,259 @@
+"""``flowkit eval`` end to end on a tiny random-weight checkpoint and real recordings.
+
+The checkpoint is gin/debug.gin's model size (``model.dit.preset = 'tiny'``) with fresh
+weights, saved in the trainer's format inside a run directory (training it would take a
+minute on two shared cores; eval does not care what the weights learned). The test list is
+three lines of meta.lst over the bundled demo recordings (flowkit/demo/clips, allison).
+The judges are whatever is installed (pocketsphinx at least); a judge that is missing
+leaves its column null, which the equality checks cover as well as numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from flowkit.cli.app import app
+from flowkit.evaluation.judges import Judges, build_judges
+from flowkit.evaluation.run import EvalSettings, evaluate, read_results
+from flowkit.evaluation.testset import read_testset
+
+REPO = Path(__file__).resolve().parents[2]
+CLIPS = REPO / "flowkit" / "demo" / "clips" / "wavs"
+# (utt, prompt clip, prompt text, target text, target clip): allison's own sentences
+LINES = [
+    ("u1", "allison_en_conf-muted", "You are now muted.", "Call forwarding.", "allison_en_call-forwarding"),
+    ("u2", "allison_en_call-forwarding", "Call forwarding.", "You are now muted.", "allison_en_conf-muted"),
+    ("u3", "allison_en_conf-muted", "You are now muted.", "Agent logged off.", "allison_en_agent-loggedoff"),
+]
+FAST = ["--nfe", "2", "--cfg", "1.0", "--samples", "2"]  # 2 ODE steps: the loop, not the quality, is tested
+
+
+def _meta_lst(folder: Path, lines: list[str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "meta.lst"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _good_lines(folder: Path) -> list[str]:
+    rel = os.path.relpath(CLIPS, folder)
+    return [f"{u}|{pt}|{rel}/{p}.flac|{t}|{rel}/{tw}.flac" for u, p, pt, t, tw in LINES]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run directory with one random-weight checkpoint of the tiny preset (log-mel latents)."""
+    from flowkit.data.encoders import LogMel
+    from flowkit.data.text import build_vocab
+    from flowkit.model.dit import DiTConfig
+    from flowkit.train.checkpoint import save_checkpoint
+
+    root = tmp_path_factory.mktemp("run")
+    enc = LogMel()
+    torch.manual_seed(0)
+    vocab = build_vocab([t for _, _, pt, t, _ in LINES for t in (pt, t)])
+    cfg = DiTConfig(preset="tiny")  # gin/debug.gin's model
+    state = cfg.build(enc.latent_dim, vocab.size, 1).state_dict()
+    meta = {"config_text": "", "latent_stats": {"mean": [-4.0] * enc.latent_dim, "std": [2.0] * enc.latent_dim,
+                                                "n_frames": 1},
+            "vocab": vocab.state_dict(), "languages": ["en"], "model_config": cfg.to_dict(),
+            "latent_dim": enc.latent_dim, "frame_rate": enc.frame_rate, "sample_rate": enc.sample_rate,
+            "stores": [], "encoder": {"name": "log_mel", "params": enc.params()}}
+    save_checkpoint(root / "checkpoints", 4, {"model": state, "ema": {"num_updates": 0, "shadow": state}}, meta)
+    (root / "config.gin").write_text("include 'debug.gin'\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def judges():
+    """The default judges (Whisper, resemblyzer, DNSMOS where installed), loaded once."""
+    return build_judges()
+
+
+@pytest.fixture(scope="module")
+def no_judges():
+    """No judge at all (every score column null): for tests about the audio and the files."""
+    return Judges(asr=None)
+
+
+@pytest.fixture(scope="module")
+def testset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("lists") / "en"
+    return _meta_lst(folder, _good_lines(folder))
+
+
+@pytest.fixture(scope="module")
+def reference(run_dir: Path, testset: Path, judges, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An uninterrupted eval through the CLI."""
+    out = tmp_path_factory.mktemp("evals") / "reference"
+    result = CliRunner().invoke(app, ["eval", str(run_dir), "--testset", str(testset), "--out", str(out), *FAST])
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _lines(out: Path) -> list[str]:
+    return (out / "results.jsonl").read_text(encoding="utf-8").splitlines()
+
+
+def test_three_lines_end_to_end(reference: Path) -> None:
+    records = [json.loads(x) for x in _lines(reference)]
+    assert [r["utt"] for r in records] == ["u1", "u2", "u3"]
+    for r in records:
+        for key in ("utt", "audio", "text", "hypothesis", "wer", "cer", "sim", "dnsmos", "duration_ratio",
+                    "truth", "vocoded"):
+            assert key in r, key
+        assert (reference / r["audio"]).is_file()
+        assert r["hypothesis"] is not None and r["wer"] is not None  # pocketsphinx at least is installed
+        assert r["truth"]["wer"] is not None and r["vocoded"]["wer"] is not None  # both ceilings judged
+        assert r["duration_ratio"] > 0
+    summary = json.loads((reference / "summary.json").read_text())
+    assert summary["items"] == 3 and summary["rejected"] == 0
+    assert set(summary["totals"]) >= {"generated", "truth", "vocoded"}
+    assert summary["judges"]["asr"]["name"]  # the judge is named
+    html = (reference / "eval.html").read_text()
+    assert html.count("<audio controls") == 2 * 3  # --samples 2: generated, prompt, target each
+    md = (reference / "eval.md").read_text()
+    assert "## Totals" in md and "recordings through the vocoder (ceiling)" in md
+    assert (reference / "wavs" / "u1.wav").is_file() and "(../wavs/u1.wav)" not in md
+
+
+def test_killed_and_continued_gives_the_same_results(run_dir: Path, testset: Path, judges, tmp_path: Path) -> None:
+    """Stopped after the first result, with a torn line left behind, then run again: the
+    same results.jsonl and WAVs as an eval never interrupted."""
+    settings = EvalSettings(nfe=2, cfg=1.0, samples=2, ceilings=False)
+    reference = evaluate(run_dir, testset, tmp_path / "whole", settings=settings, judges=judges, progress=False).out
+    out = tmp_path / "killed"
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(run_dir, testset, out, settings=settings, judges=judges, progress=False, stop_after=1)
+    assert len(_lines(out)) == 1
+    with open(out / "results.jsonl", "a", encoding="utf-8") as f:
+        f.write('{"utt": "u2", "audio": "wa')  # a kill in the middle of the second line
+    outcome = evaluate(run_dir, testset, out, settings=settings, judges=judges, progress=False)
+    assert (outcome.evaluated, outcome.skipped) == (2, 1)
+    assert _lines(out) == _lines(reference)
+    for utt in ("u1", "u2", "u3"):
+        assert (out / "wavs" / f"{utt}.wav").read_bytes() == (reference / "wavs" / f"{utt}.wav").read_bytes()
+    # a third run has nothing left to do
+    again = evaluate(run_dir, testset, out, settings=settings, judges=judges, progress=False)
+    assert (again.evaluated, again.skipped) == (0, 3) and _lines(out) == _lines(reference)
+
+
+@pytest.mark.slow
+def test_sigkill_mid_eval_then_rerun_of_the_same_command(reference: Path, run_dir: Path, testset: Path,
+                                                         tmp_path: Path) -> None:
+    """A real kill -9 of ``flowkit eval`` after its first result line; the same command again."""
+    out = tmp_path / "sigkill"
+    command = [sys.executable, "-m", "flowkit", "eval", str(run_dir), "--testset", str(testset), "--out", str(out),
+               *FAST]
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if results.is_file() and results.read_bytes().count(b"\n") >= 1:
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    proc.wait()
+    assert results.is_file(), proc.stderr.read().decode() if proc.stderr else ""
+    rerun = subprocess.run(command, capture_output=True, text=True, timeout=180)
+    assert rerun.returncode == 0, rerun.stderr
+    assert _lines(out) == _lines(reference)
+
+
+def test_deterministic_from_the_seed_and_independent_of_order(run_dir: Path, testset: Path, no_judges,
+                                                              tmp_path: Path) -> None:
+    """Each utterance's noise comes from (seed, utt): reversing the list changes nothing
+    for any line, another seed changes the audio."""
+    import soundfile as sf
+
+    settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False)
+    lines = testset.read_text().splitlines()
+    reversed_list = _meta_lst(testset.parent / "reversed", [])
+    rel = os.path.relpath(testset.parent, reversed_list.parent)
+    reversed_list.write_text("".join(
+        "|".join(f"{rel}/{x}" if k in (2, 4) else x for k, x in enumerate(line.split("|"))) + "\n"
+        for line in reversed(lines)))
+    a = evaluate(run_dir, testset, tmp_path / "a", settings=settings, judges=no_judges, progress=False)
+    b = evaluate(run_dir, reversed_list, tmp_path / "b", settings=settings, judges=no_judges, progress=False)
+    c = evaluate(run_dir, testset, tmp_path / "c", settings=EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False,
+                                                                         seed=1, limit=1),
+                 judges=no_judges, progress=False)
+    ra = {r["utt"]: r for r in read_results(a.out / "results.jsonl")}
+    rb = {r["utt"]: r for r in read_results(b.out / "results.jsonl")}
+    for utt in ra:
+        assert (a.out / "wavs" / f"{utt}.wav").read_bytes() == (b.out / "wavs" / f"{utt}.wav").read_bytes()
+        assert {k: v for k, v in ra[utt].items() if k not in ("line", "prompt_wav", "target_wav")} == \
+               {k: v for k, v in rb[utt].items() if k not in ("line", "prompt_wav", "target_wav")}
+    x, _ = sf.read(str(a.out / "wavs" / "u1.wav"))
+    y, _ = sf.read(str(c.out / "wavs" / "u1.wav"))
+    assert x.shape != y.shape or abs(x - y).max() > 1e-3  # another seed, other noise, other audio
+
+
+def test_bad_lines_are_rejected_with_their_line_numbers(run_dir: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    good = _good_lines(folder)
+    (folder / "broken.wav").write_bytes(b"RIFF not really a wav")
+    rel = os.path.relpath(CLIPS, folder)
+    lines = [
+        good[0],                                                           # 1 fine
+        "u2|only three|fields",                                            # 2 wrong field count
+        f"u3|You are now muted.|{rel}/nope.flac|Call forwarding.",         # 3 missing prompt wav
+        "u4|You are now muted.|broken.wav|Call forwarding.",               # 4 undecodable prompt wav
+        f"u5|You are now muted.|{rel}/allison_en_conf-muted.flac|  ",      # 5 empty text
+        good[1],                                                           # 6 fine
+    ]
+    path = _meta_lst(folder, lines)
+    ts = read_testset(path, language="en", languages=["en"])
+    assert [(r.line, r.reason) for r in ts.rejections] == [
+        (2, "bad_fields"), (3, "bad_prompt_wav"), (4, "bad_prompt_wav"), (5, "empty_text")]
+    assert [i.utt for i in ts.items] == ["u1", "u2"]
+    # a language the model lacks: every line of a meta.lst has --language
+    assert {r.reason for r in read_testset(path, language="fr", languages=["en"]).rejections} >= {"unknown_language"}
+    result = CliRunner().invoke(app, ["eval", str(run_dir), "--testset", str(path), "--out", str(tmp_path / "o"),
+                                      *FAST, "--no-ceilings"])
+    assert result.exit_code == 0, result.output
+    assert "meta.lst:3 (u3): bad_prompt_wav" in result.output.replace("\n", "")
+    rejected = [json.loads(x) for x in (tmp_path / "o" / "rejections.jsonl").read_text().splitlines()]
+    assert [r["line"] for r in rejected] == [2, 3, 4, 5]
+    assert [json.loads(x)["utt"] for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()] == ["u1", "u2"]
+
+
+def test_every_line_bad_exits_3_in_one_line(run_dir: Path, tmp_path: Path) -> None:
+    path = _meta_lst(tmp_path / "allbad", ["a|b", "c|d|e"])
+    result = CliRunner().invoke(app, ["eval", str(run_dir), "--testset", str(path), "--out", str(tmp_path / "o"),
+                                      *FAST])
+    assert result.exit_code == 3, result.output
+    errors = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "every line was rejected" in errors[0]
+
+
+def test_other_settings_in_the_same_folder_are_refused(run_dir: Path, testset: Path, no_judges,
+                                                       tmp_path: Path) -> None:
+    settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False, limit=1)
+    evaluate(run_dir, testset, tmp_path / "o", settings=settings, judges=no_judges, progress=False)
+    result = CliRunner().invoke(app, ["eval", str(run_dir), "--testset", str(testset), "--out", str(tmp_path / "o"),
+                                      *FAST, "--no-ceilings", "--seed", "7"])
+    assert result.exit_code == 4, result.output
+    assert "seed = 0, not 7" in result.output.replace("\n", "")
+
+
+def test_default_out_is_under_the_run_and_the_report_lists_it(run_dir: Path, testset: Path, no_judges) -> None:
+    from flowkit.report.build import build_document
+    from flowkit.report.render_md import render_markdown
+
+    outcome = evaluate(run_dir, testset, settings=EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False, limit=1),
+                       judges=no_judges, progress=False)
+    assert outcome.out == run_dir.resolve() / "evals" / "en-step4"
+    md = render_markdown(build_document([run_dir]))
+    assert "## Evaluations" in md and "en-step4" in md
