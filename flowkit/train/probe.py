@@ -183,6 +183,41 @@ def _announce(what: str, asr: Any) -> None:
     console.print(f"probe: {what}, transcribed by {name} ...", markup=False, highlight=False, soft_wrap=True)
 
 
+def input_warnings(settings: ProbeSettings, split_languages: set[str], known: set[str], model_languages: Sequence[str],
+                   sentences: Sequence[ProbeSentence], vocab: Any) -> list[str]:
+    """One line for each thing the probe cannot measure as asked: a ``Probe.languages`` entry
+    the split or the recogniser lacks, sentences in a language the model never saw, with
+    text outside its vocabulary, or without a prompt."""
+    from flowkit.synth.checks import unknown_symbols
+
+    out = []
+    recogniser = type(settings.asr).__name__
+    for lang in settings.languages:
+        if lang not in split_languages:
+            out.append(f"Probe.languages: {lang!r} has no segment in the {settings.split!r} split (it holds "
+                       f"{', '.join(sorted(split_languages)) or 'none'}); not probed")
+        elif lang not in known:
+            out.append(f"Probe.languages: the recogniser ({recogniser}) does not know {lang!r} (it knows "
+                       f"{', '.join(sorted(known)) or 'none'}); not probed: set Probe.asr to one that does")
+    for lang in sorted({s.language for s in sentences} - set(model_languages)):
+        out.append(f"Probe: the {lang!r} sentences are in a language the model never saw in training (languages: "
+                   f"{', '.join(model_languages) or 'none'}); they are synthesised with the unknown-language condition")
+    dumb = []
+    for s in sentences:
+        unknown, spoken, _ = unknown_symbols(vocab, s.text, s.language)
+        if unknown and unknown >= spoken:
+            dumb.append(s.segment_id)
+    if dumb:
+        out.append(f"Probe: {len(dumb)} of {len(sentences)} sentences have no character in the model's vocabulary "
+                   f"({', '.join(dumb[:5])}{', ...' if len(dumb) > 5 else ''}): they can only be noise")
+    alone = [s.segment_id for s in sentences if s.prompt_id is None]
+    if alone:
+        out.append(f"Probe: {len(alone)} of {len(sentences)} sentences have no prompt (their speaker has no other clip "
+                   f"in the {settings.split!r} split: {', '.join(alone[:5])}{', ...' if len(alone) > 5 else ''}); "
+                   "they are synthesised without the voice")
+    return out
+
+
 class ProbeRunner:
     """Runs the probe of one run (see the module docstring); built by `flowkit.train.run`.
 
@@ -255,6 +290,13 @@ class ProbeRunner:
         self._prompts = [None if prompts[i] is None else np.asarray(latents[prompts[i]], dtype=np.float32)
                          for i in chosen]
         self._prompt_texts = ["" if prompts[i] is None else segments[prompts[i]].text for i in chosen]
+        self.warnings = input_warnings(settings, {seg.language for seg in segments}, known, self.languages,
+                                       self.sentences, vocab)
+        if self.warnings:
+            from flowkit.console import err_console
+
+            for line in self.warnings:
+                err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
         self.last_hypotheses: list[str] = []
         self.last_audio: list[tuple[np.ndarray, int]] = []
         # The text gain is measured as training sees the sentences: the run's pairing (a target
