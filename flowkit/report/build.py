@@ -7,6 +7,7 @@ the same files as data URIs and opens offline on its own.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import attrs
 
 from flowkit.errors import ConfigError
-from flowkit.io import atomic_write_bytes, atomic_write_text
+from flowkit.io import atomic_write_bytes, atomic_write_text, missing_dirs
 from flowkit.report.compare import DETAIL_RUNS, OBJECTIVES, expand_sweeps
 from flowkit.report.document import Document, Note, Section
 from flowkit.report.render_html import render_html
@@ -106,14 +107,20 @@ def write_report(run_dirs: Sequence[str | Path], *, out: str | Path | None = Non
     paths = [Path(p) for p in run_dirs]
     doc = build_document(paths, samples=samples, vocoder=vocoder, objective=objective)
     target = Path(out) if out is not None else default_out(paths)
-    target.mkdir(parents=True, exist_ok=True)
-    written = []
-    payloads = [(f.name, f.png) for f in doc.figures()] + [(a.name, a.wav) for a in doc.audios()]
-    for name, data in payloads:
-        path = target / FILES_DIR / name
-        atomic_write_bytes(path, data)
-        written.append(path)
-    md, html = target / "report.md", target / "report.html"
-    atomic_write_text(md, render_markdown(doc, FILES_DIR))
-    atomic_write_text(html, render_html(doc))
+    created = missing_dirs(target)
+    written: list[Path] = []
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        payloads = [(f.name, f.png) for f in doc.figures()] + [(a.name, a.wav) for a in doc.audios()]
+        for name, data in payloads:
+            path = target / FILES_DIR / name
+            atomic_write_bytes(path, data)
+            written.append(path)
+        md, html = target / "report.md", target / "report.html"
+        atomic_write_text(md, render_markdown(doc, FILES_DIR))
+        atomic_write_text(html, render_html(doc))
+    except BaseException:
+        if created:  # a report folder this call made (a full disk, Ctrl-C): nothing of it is kept
+            shutil.rmtree(created[-1], ignore_errors=True)
+        raise
     return ReportFiles(md, html, tuple(written))
