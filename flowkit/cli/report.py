@@ -47,7 +47,7 @@ def report(
     from flowkit.report.build import default_out
 
     target = out if out is not None else default_out(run_dirs)
-    where = f"--out {target}" if out is not None else f"the report folder {target}"
+    where = f"--out {target}" if out is not None else f"report (default --out {target})"
     check_writable(target, label=where)
     with refused_writes(where, target):
         files = write_report(run_dirs, out=target, samples=samples, vocoder=chosen, objective=objective)
