@@ -163,6 +163,9 @@ def init_from(
     `flowkit train CONFIG --init-from PARENT`.
 
     The optimizer, learning-rate schedule, sampler and random streams start fresh. The
-    model configs must match, except dur_cond 'none' -> 'emotion'.
+    network (preset, sizes, arch) is the parent's, with one line naming each config value
+    it replaced; text_path, dur_cond and conditions must match the parent's, except
+    dur_cond 'none' -> 'emotion' and conditions False -> True. Data of another encoder
+    than the parent's are refused.
     """
     train(config, binding, data, out, steps, device, None, parent_checkpoint)
