@@ -58,6 +58,7 @@ __all__ = [
     "check_kind",
     "closest",
     "components",
+    "configurable",
     "declared_kinds",
     "did_you_mean",
     "discover",
@@ -398,6 +399,22 @@ def load_plugins(*, third_party: bool | None = None) -> None:
     except BaseException:
         _LOADED = previous
         raise
+
+
+def configurable(name: str) -> Any:
+    """The object of the configurable ``name`` declared under ``flowkit.configurables``
+    (e.g. ``"Trainer"``), imported from its declared ``module:attr``.
+
+    Raises:
+        RegistryError: no installed distribution declares ``name``.
+    """
+    for declared, value, dist in _entries(CONFIGURABLE_GROUP):
+        if declared == name:
+            module_name, _, attr = value.partition(":")
+            _import_declared(module_name.strip(), name, dist)
+            return getattr(importlib.import_module(module_name.strip()), attr.strip())
+    known = [declared for declared, _, _ in _entries(CONFIGURABLE_GROUP)]
+    raise RegistryError(f"no configurable {name!r} is declared{did_you_mean(closest(name, known))}")
 
 
 def closest(word: str, candidates: Iterator[str] | list[str] | dict[str, Any], n: int = 3) -> list[str]:

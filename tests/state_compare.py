@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from flowkit.train import checkpoint
+from flowkit.checkpoints import files as checkpoint
 
 #: fields of a metrics record that measure wall time, so differ between equal runs
 TIMING = {"frames_per_s", "step_s", "data_s", "tflops", "mfu"}

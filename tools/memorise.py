@@ -108,11 +108,11 @@ def spectrograms(run: Path, out: Path) -> None:
     """Generated (best probe's EMA weights: the newest checkpoint) vs ground truth, two sentences."""
     import numpy as np
 
+    from flowkit.checkpoints import files as checkpoint
     from flowkit.data.dataset import LatentDataset
     from flowkit.report.plots import spectrograms_png
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.sample import Utterance, recorded_labels
-    from flowkit.train import checkpoint
 
     path, _ = checkpoint.find_latest(run / "checkpoints")
     im = load_inference_model(path, weights="ema")
@@ -145,7 +145,8 @@ def main() -> None:
     args = parser.parse_args()
     if not (args.corpus / "metadata.csv").is_file():
         sys.exit(f"memorise: the asterisk-5voice corpus is not at {args.corpus}; pass --corpus DIR")
-    from flowkit.train import checkpoint, run
+    from flowkit.checkpoints import files as checkpoint
+    from flowkit.train import run
 
     store, run_dir = args.out / "data.zarr", args.out / "run"
     prepare(args.corpus, store)

@@ -67,10 +67,10 @@ def main() -> None:
     from flowkit.batching.builder import BatchBuilder
     from flowkit.batching.collate import CFGDrop
     from flowkit.batching.pairing import InClip
+    from flowkit.checkpoints import files as checkpoint
     from flowkit.data.dataset import LatentDataset
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.vocoders import GriffinLim
-    from flowkit.train import checkpoint
     from flowkit.train.probe import ProbeRunner, ProbeSettings
 
     registry.load_plugins()

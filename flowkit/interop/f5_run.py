@@ -147,9 +147,9 @@ def import_f5(
         CheckpointError: an unreadable file, keys F5's DiT does not have or lacks (named),
             a vocabulary of another size, shapes that do not fit.
     """
+    from flowkit.checkpoints import files as ckpt
     from flowkit.data.encoders import VocosMel
     from flowkit.model.dit import DiTConfig
-    from flowkit.train import checkpoint as ckpt
     from flowkit.train.ema import EMA
 
     out = Path(out)
@@ -288,10 +288,10 @@ def export_f5(checkpoint: str | Path, out: str | Path) -> tuple[Path, Path]:
     from safetensors.torch import save as save_safetensors
 
     from flowkit import __version__
+    from flowkit.checkpoints import files as ckpt
     from flowkit.data.text_f5 import F5Vocab
     from flowkit.io import fsync_dir
     from flowkit.synth.inference import resolve_checkpoint, store_encoder
-    from flowkit.train import checkpoint as ckpt
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

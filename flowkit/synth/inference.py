@@ -5,7 +5,7 @@ Shape legend: n frames, d latent channels.
 Everything comes from the checkpoint's ``meta.json`` (model config, vocab, languages,
 latent stats, the run's config text, the encoder record a vocoder checks and reads, the
 run's ``Trainer.vocoder``, and under ``synthesis`` the run's schedule, solver and text
-front end, `flowkit.train.synthesis_meta`); checkpoints written before the encoder record
+front end, `flowkit.checkpoints.synthesis_meta`); checkpoints written before the encoder record
 travelled in meta read it from the store's attributes, else fall back to the log_mel
 defaults and say so in ``encoder_from``. No config is parsed and no `Trainer` is built,
 so a run synthesises where its training-only components (a wandb logger) are not
@@ -23,9 +23,9 @@ import attrs
 import numpy as np
 import torch
 
+from flowkit.checkpoints import files as ckpt
+from flowkit.checkpoints.synthesis_meta import SYNTHESIS_KEY
 from flowkit.errors import CheckpointError, ConfigError
-from flowkit.train import checkpoint as ckpt
-from flowkit.train.synthesis_meta import SYNTHESIS_KEY
 
 __all__ = ["InferenceModel", "generate", "load_inference_model", "resolve_checkpoint", "store_encoder",
            "store_encoder_found"]
@@ -122,7 +122,7 @@ def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> dict[st
 
 def _run_components(meta: Mapping[str, Any]) -> tuple[Any, Any]:
     """``(schedule, solver)`` of a checkpoint, from ``meta["synthesis"]``
-    (`flowkit.train.synthesis_meta`): no config is parsed and no `Trainer` is built, so
+    (`flowkit.checkpoints.synthesis_meta`): no config is parsed and no `Trainer` is built, so
     nothing the run used only for training (a logger, say) has to be installed here.
 
     A checkpoint written before that record existed is read from its config text instead.
@@ -148,12 +148,15 @@ def _legacy_components(config_text: str) -> tuple[Any, Any]:
     import gin
 
     from flowkit import config as gin_config
-    from flowkit.train.settings import Trainer
+    from flowkit import registry
 
     gin_config.parse([], [])  # loads plugins, clears gin's global state
+    # The run's Trainer settings, by its declared name: synthesis reads what training wrote
+    # without importing training (the configurable is a plugin like any component).
+    trainer = registry.configurable("Trainer")
     try:
         gin.parse_config(config_text)
-        settings = Trainer()
+        settings = trainer()
     except Exception as exc:  # gin raises many types; the config came from a checkpoint
         raise ConfigError(f"the checkpoint's config does not parse here: {gin_config.one_line(exc)}") from exc
     finally:

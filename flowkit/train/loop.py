@@ -31,9 +31,10 @@ from flowkit.batching.collate import Batch
 from flowkit.batching.pairing import PairingCounts
 from flowkit.batching.prefetch import StepPrefetcher
 from flowkit.batching.samplers import BatchStream
+from flowkit.checkpoints import files as checkpoint
 from flowkit.errors import TrainingError
 from flowkit.model.flops import peak_tflops, train_step_flops
-from flowkit.train import checkpoint, distributed
+from flowkit.train import distributed
 from flowkit.train.distributed import DistContext
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator

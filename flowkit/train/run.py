@@ -42,18 +42,19 @@ from flowkit.batching.collate import CFGDrop
 from flowkit.batching.host_memory import keep_freed_memory
 from flowkit.batching.pairing import PairingCounts
 from flowkit.batching.samplers import BatchStream
+from flowkit.checkpoints import files as checkpoint
+from flowkit.checkpoints.synthesis_meta import SYNTHESIS_KEY, synthesis_meta
 from flowkit.console import console, err_console
 from flowkit.data.encoder_records import vocoder_record
 from flowkit.errors import CheckpointError, ConfigError, DataError, FlowkitError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
-from flowkit.train import checkpoint, compatibility, distributed
+from flowkit.train import compatibility, distributed
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
 from flowkit.train.loop import Counters, TrainingLoop
 from flowkit.train.optimization import build_optimizer
 from flowkit.train.randomness import RandomStreams, derive_seed, seed_globals
 from flowkit.train.settings import Trainer
-from flowkit.train.synthesis_meta import SYNTHESIS_KEY, synthesis_meta
 from flowkit.train.workspace import Workspace, git_commit
 
 __all__ = ["Fresh", "InitFrom", "Resume", "RunOutcome", "RunParts", "build_parts", "check_data", "default_run_dir",

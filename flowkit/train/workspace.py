@@ -3,7 +3,7 @@
 Layout (``flowkit train --out RUN``)::
 
     RUN/run.lock                  pid + host of the process training here (refuses a second)
-    RUN/checkpoints/step-*/       newest ``keep_last`` checkpoints (flowkit.train.checkpoint)
+    RUN/checkpoints/step-*/       newest ``keep_last`` checkpoints (flowkit.checkpoints.files)
     RUN/best/step-*/              the checkpoint with the lowest EMA validation loss
     RUN/metrics.jsonl             append-only records (train / eval / event), one per line
     RUN/heartbeat.json            step, time and pid, rewritten atomically at each log step

@@ -25,15 +25,14 @@ LAYERS: list[list[str]] = [
     ["flowkit.registry", "flowkit.hub"],  # hub: hf:// references to local cached paths
     ["flowkit"],  # the public API: flowkit.register, flowkit.FlowkitError
     ["flowkit.config"],
+    # the checkpoint format: written by training, read by synthesis, reports and interop
+    ["flowkit.checkpoints"],
     ["flowkit.data", "flowkit.flow", "flowkit.asr", "flowkit.judges"],
     ["flowkit.model"],
     ["flowkit.losses", "flowkit.batching"],
     ["flowkit.loggers"],
     ["flowkit.synth"],  # sampling, vocoders, WAV: the training probe synthesises too
     ["flowkit.train"],
-    # synthesis from a checkpoint reads the training checkpoint format
-    ["flowkit.synth.inference"],
-    ["flowkit.synth.synthesize"],
     ["flowkit.report", "flowkit.interop"],  # interop: F5-TTS checkpoints in and out
     ["flowkit.evaluation"],  # flowkit eval: synthesises, judges, renders in the report's style
     # sweeps launch `flowkit train` subprocesses and read run directories (report.rundir)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flowkit.train import checkpoint
+from flowkit.checkpoints import files as checkpoint
 
 REPO = Path(__file__).resolve().parents[2]
 DEBUG_GIN = REPO / "gin" / "debug.gin"

@@ -12,11 +12,11 @@ from f5_files import FIXTURES, f5_transformer_state, write_f5_pt, write_f5_safet
 from numerics import VELOCITY_MAX_ABS
 from typer.testing import CliRunner
 
+from flowkit.checkpoints.files import load_checkpoint
 from flowkit.cli.app import app
 from flowkit.errors import CheckpointError, ConfigError
 from flowkit.interop import f5 as f5_interop
 from flowkit.interop.f5_run import export_f5, import_f5
-from flowkit.train.checkpoint import load_checkpoint
 
 runner = CliRunner()
 
@@ -131,7 +131,7 @@ def test_export_refuses_models_f5_cannot_hold(tmp_path: Path) -> None:
     for phrase, change in cases.items():
         assert phrase in _refusal(dict(meta, model_config=dict(meta["model_config"], **change)))
     # through the command: a flowkit-arch checkpoint is refused in one line
-    from flowkit.train.checkpoint import save_checkpoint
+    from flowkit.checkpoints.files import save_checkpoint
 
     save_checkpoint(tmp_path / "own", 1, {"model": {}, "ema": {"shadow": {}}},
                     dict(meta, model_config=dict(meta["model_config"], text_path="aligned", arch="flowkit")))

@@ -17,8 +17,9 @@ import torch
 from reliability_helpers import DEBUG_GIN, TINY
 from state_compare import assert_same_tensors, final_state, records
 
+from flowkit.checkpoints import files as checkpoint
 from flowkit.errors import CheckpointError, ResumeError
-from flowkit.train import checkpoint, run
+from flowkit.train import run
 
 STEPS = 3
 KEEP = "Trainer.keep_last = 3"

@@ -11,8 +11,9 @@ import pytest
 from reliability_helpers import DEBUG_GIN, TINY
 from state_compare import assert_same_tensors, final_state, records
 
+from flowkit.checkpoints import files as checkpoint
 from flowkit.errors import TrainingError
-from flowkit.train import checkpoint, run
+from flowkit.train import run
 
 STEPS = 4
 

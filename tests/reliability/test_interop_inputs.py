@@ -117,7 +117,7 @@ def test_a_checkpoint_whose_weights_went_non_finite_is_refused_at_load(imported:
                                                                       capfd: pytest.CaptureFixture) -> None:
     """A checkpoint written with NaN in one weight (a damaged file or a diverged run):
     synthesize, init-from and resume load through the same strict loader, which names it."""
-    from flowkit.train.checkpoint import load_checkpoint, save_checkpoint
+    from flowkit.checkpoints.files import load_checkpoint, save_checkpoint
 
     loaded = load_checkpoint(imported / "checkpoints" / "step-00000000")
     state = loaded.state
@@ -139,7 +139,7 @@ def test_half_precision_f5_files_import_and_say_their_dtype(dtype: torch.dtype, 
     """Weights stored in float16 / bfloat16 (rotary table included) are upcast to float32:
     the run holds exactly the half-precision values (the upcast is exact), and the command
     says which dtype it read."""
-    from flowkit.train.checkpoint import load_checkpoint
+    from flowkit.checkpoints.files import load_checkpoint
 
     ckpt = _f5_file(tmp_path / "F5TTS_v1_half.safetensors", dtype=dtype)
     code, lines = _cli(["import-f5", ckpt, "--out", tmp_path / "run"], capfd)

@@ -78,7 +78,7 @@ def _kill_when(proc: subprocess.Popen, run: Path, mode: str, rng: random.Random,
 
 
 def _start(run: Path, store: Path, steps: int) -> subprocess.Popen:
-    from flowkit.train import checkpoint
+    from flowkit.checkpoints import files as checkpoint
 
     valid, skipped = checkpoint.find_latest(run / "checkpoints")
     assert not skipped, f"a kill left an invalid committed checkpoint: {skipped}"

@@ -15,8 +15,9 @@ import torch
 from reliability_helpers import DEBUG_GIN, TINY
 
 from flowkit.batching import builder as batches
+from flowkit.checkpoints import files as checkpoint
 from flowkit.errors import TrainingError
-from flowkit.train import checkpoint, run
+from flowkit.train import run
 
 
 def _poison(monkeypatch: pytest.MonkeyPatch, steps: set[int]) -> None:

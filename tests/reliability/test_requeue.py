@@ -147,7 +147,7 @@ def test_damaged_checkpoints_fall_back_to_best(store: Path, tmp_path: Path) -> N
 def test_a_save_removes_leftovers_of_killed_saves(tmp_path: Path) -> None:
     import torch
 
-    from flowkit.train import checkpoint
+    from flowkit.checkpoints import files as checkpoint
 
     root = tmp_path / "checkpoints"
     leftover = root / ".step-00000003.partial-99999"

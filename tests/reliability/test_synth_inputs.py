@@ -24,9 +24,9 @@ WORDS = "la mora sun tie kell agent logged off"
 
 
 def _checkpoint(root: Path, *, languages: tuple[str, ...] = ("en",), text_path: str = "aligned") -> Path:
+    from flowkit.checkpoints.files import save_checkpoint
     from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
-    from flowkit.train.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     vocab = build_vocab([WORDS + " ."])

@@ -139,7 +139,7 @@ def test_vocos_path_in_gin_and_import_f5_take_hf_references(hf_home: Path, no_ne
     from flowkit.interop.f5_run import import_f5
 
     written = import_f5("hf://SWivid/F5-TTS/F5TTS_v1_Base/model_1200.safetensors", tmp_path / "run")
-    from flowkit.train.checkpoint import load_checkpoint
+    from flowkit.checkpoints.files import load_checkpoint
 
     meta = load_checkpoint(written).meta
     assert meta["imported_from"]["config"] == "F5TTS_v1_Base"  # told from the cached folder's name

@@ -32,9 +32,9 @@ def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def save_tiny_checkpoint(root: Path, encoder: dict | None, *, latent_dim: int, frame_rate: float, sample_rate: int,
                          vocoder: dict | None = None, mean: float = -4.0) -> Path:
     """A tiny unaligned model in the trainer's checkpoint format; ``encoder`` None: an old meta."""
+    from flowkit.checkpoints.files import save_checkpoint
     from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
-    from flowkit.train.checkpoint import save_checkpoint
 
     torch.manual_seed(0)
     vocab = build_vocab(["la mora sun tie kell"])

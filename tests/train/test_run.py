@@ -12,8 +12,9 @@ import torch
 from state_compare import assert_same_tensors, final_state, records
 from train_helpers import train, train_stopped_at
 
+from flowkit.checkpoints import files as checkpoint
 from flowkit.errors import CheckpointError, ResumeError, TrainingError
-from flowkit.train import checkpoint, run
+from flowkit.train import run
 
 E11 = Path(__file__).resolve().parents[2] / "gin" / "e11_aligned.gin"
 E13 = Path(__file__).resolve().parents[2] / "gin" / "e13_dur_emotion.gin"

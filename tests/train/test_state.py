@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
+from flowkit.checkpoints import files as checkpoint
 from flowkit.errors import CheckpointError, TrainingError
-from flowkit.train import checkpoint
 from flowkit.train.ema import EMA
 from flowkit.train.randomness import RandomStreams, derive_seed, eval_generators, seed_globals
 from flowkit.train.workspace import RunLock
