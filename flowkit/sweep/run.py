@@ -75,8 +75,24 @@ def _objective_of(root: Path, name: str, objective: str) -> float | None:
         return None
 
 
+#: SLURM job states in which a submitted point is still the scheduler's (not to be resubmitted)
+_QUEUED = {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUE_HOLD"}
+
+
+def _job_alive(root: Path, job_id: str) -> bool:
+    """Whether SLURM still holds ``job_id`` (asked through submitit, i.e. sacct); False
+    where that cannot be asked (no SLURM here: a local job died with its sweep)."""
+    try:
+        import submitit
+
+        return str(submitit.SlurmJob(folder=str(root / "submitit"), job_id=job_id).state).upper() in _QUEUED
+    except Exception:  # no sacct, no submitit, an unknown job: nothing holds it
+        return False
+
+
 def _refresh(state: SweepState) -> None:
-    """Each point's state from its run directory (the truth), its objective when done."""
+    """Each point's state from its run directory (the truth), its objective when done; a
+    point submitted to SLURM stays "submitted" while its job is queued or running."""
     for p in state.points:
         found = point_run_state(state.root / p.name)
         if found == "done":
@@ -84,7 +100,9 @@ def _refresh(state: SweepState) -> None:
             p.objective = _objective_of(state.root, p.name, state.spec.objective)
         elif found == "running":
             p.state = "running"
-        elif p.state in ("done", "running"):  # its run directory went away or stopped
+        elif p.state == "submitted" and p.job_id and _job_alive(state.root, p.job_id):
+            continue
+        elif p.state in ("done", "running", "submitted"):  # its run directory went away or stopped
             p.state = "pending" if found == "pending" else "interrupted"
 
 
@@ -201,11 +219,11 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
     _refresh(state)
     state.save()
     book = _Book(state, say)
-    todo = [p.name for p in state.points if p.state not in ("done", "running")]
-    busy = [p.name for p in state.points if p.state == "running"]
+    todo = [p.name for p in state.points if p.state not in ("done", "running", "submitted")]
+    busy = [p.name for p in state.points if p.state in ("running", "submitted")]
     run = _launcher(launcher, root, parallel, slurm or {}, wait)
     say(f"sweep {root}: {len(state.points)} points, {len(state.points) - len(todo) - len(busy)} done, "
-        f"{len(busy)} running elsewhere, {len(todo)} to run; {run.describe()}")
+        f"{len(busy)} running elsewhere (or queued), {len(todo)} to run; {run.describe()}")
     submitted = False
     if isinstance(run, SubmititLauncher):
         finished = run.run(_jobs(state, todo, device), book.start, book.end, on_submit=book.submitted)

@@ -173,7 +173,7 @@ def test_sweep_writes_one_run_per_point_and_sweep_json(reference: Path) -> None:
         assert (reference / "logs" / f"{name}.log").is_file()
     # the same command again: every point is skipped (nothing is launched)
     again = run_ok(sweep_command(reference))
-    assert "4 points, 4 done, 0 running elsewhere, 0 to run" in again.stdout and "started" not in again.stdout
+    assert "4 points, 4 done, 0 running elsewhere (or queued), 0 to run" in again.stdout and "started" not in again.stdout
 
 
 def test_another_grid_into_the_same_directory_is_refused(reference: Path) -> None:
@@ -193,7 +193,7 @@ def test_a_killed_sweep_resumes_to_the_uninterrupted_points(reference: Path, tmp
     kill_when(proc, lambda: _point_state(out, NAMES[0]) == "done" and (out / NAMES[1] / "metrics.jsonl").is_file())
     assert not (out / NAMES[2]).exists()
     again = run_ok(cmd)
-    assert "1 done, 0 running elsewhere, 3 to run" in again.stdout, again.stdout
+    assert "1 done, 0 running elsewhere (or queued), 3 to run" in again.stdout, again.stdout
     for name in NAMES:
         assert_same_run(reference / name, out / name)
 
