@@ -25,6 +25,7 @@ __all__ = ["RESEMBLYZER_MODULES", "Resemblyzer", "cosine"]
 #: the modules ``speaker.resemblyzer`` imports (webrtcvad trims silences; it imports
 #: ``pkg_resources``, which setuptools 81 removed: the extra pins ``setuptools<81``)
 RESEMBLYZER_MODULES = ("resemblyzer", "webrtcvad", "pkg_resources")
+TARGET_DBFS = -30.0  # Resemblyzer's audio_norm_target_dBFS
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -49,8 +50,9 @@ def _version(distribution: str) -> str:
 class Resemblyzer:
     """GE2E speaker embeddings from the weights the ``resemblyzer`` wheel ships.
 
-    A clip is resampled to 16 kHz, brought to -30 dBFS when quieter, and stripped of long
-    silences (webrtcvad, as Resemblyzer's ``preprocess_wav`` does); its embedding is the
+    A clip is brought to -30 dBFS RMS (louder ones too, unlike Resemblyzer's own
+    ``preprocess_wav``, so the level does not move the embedding), resampled to 16 kHz and
+    stripped of long silences (webrtcvad, as ``preprocess_wav`` does); its embedding is the
     L2-normalised mean of 1.6 s partial embeddings. A clip with no voiced audio left embeds
     to zeros, and its similarity to anything is 0.
 
@@ -90,11 +92,13 @@ class Resemblyzer:
             x = x.mean(axis=1)
         if x.ndim != 1:
             raise ConfigError(f"speaker.resemblyzer: audio of shape {np.shape(audio)}; give [samples]")
-        peak = float(np.max(np.abs(x))) if x.size else 0.0
-        if peak == 0.0:
+        rms = float(np.sqrt(np.mean(np.square(x, dtype=np.float64)))) if x.size else 0.0
+        if rms == 0.0:
             return np.zeros(256, dtype=np.float32)
-        if peak > 1.0:  # vocoders keep the level the latents imply: scale, never clip
-            x = x / peak
+        # One level for every clip: Resemblyzer only raises quiet clips to -30 dBFS, and its
+        # mel features are not logarithmic, so a louder copy of a clip would embed elsewhere
+        # (0.955 for 4x louder, measured); the clip is brought to -30 dBFS RMS either way.
+        x = np.clip(x * (10 ** (TARGET_DBFS / 20) / rms), -1.0, 1.0).astype(np.float32)
         wav = preprocess_wav(x, source_sr=int(sample_rate))
         if wav.size < 480:  # less than one 30 ms VAD window of voice
             return np.zeros(256, dtype=np.float32)
