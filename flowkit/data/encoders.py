@@ -24,9 +24,27 @@ def _mel_basis(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax: flo
     return librosa.filters.mel(sr=sample_rate, n_fft=n_fft, n_mels=n_mels, fmin=fmin, fmax=fmax).astype(np.float32)
 
 
+class _MelFrames:
+    """What both mel encoders derive from their fields: frame rate and latent width."""
+
+    sample_rate: int
+    hop_length: int
+    n_mels: int
+
+    @property
+    def frame_rate(self) -> float:
+        """Latent frames per second (Hz)."""
+        return self.sample_rate / self.hop_length
+
+    @property
+    def latent_dim(self) -> int:
+        """Channels ``d`` of a latent frame (the mel bands)."""
+        return self.n_mels
+
+
 @register("encoder", "log_mel")
 @attrs.frozen
-class LogMel:
+class LogMel(_MelFrames):
     """Natural-log mel spectrogram: ``log(max(mel, floor))`` of the magnitude STFT.
 
     Frame rate = ``sample_rate / hop_length`` Hz (100 Hz with the defaults); frames are
@@ -42,16 +60,6 @@ class LogMel:
     fmin: float = 0.0
     fmax: float | None = None  # None: sample_rate / 2
     log_floor: float = 1e-5  # -11.5 after log: silence, kept finite for fp16
-
-    @property
-    def frame_rate(self) -> float:
-        """Latent frames per second (Hz)."""
-        return self.sample_rate / self.hop_length
-
-    @property
-    def latent_dim(self) -> int:
-        """Channels ``d`` of a latent frame (the mel bands)."""
-        return self.n_mels
 
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """``audio [samples]`` float32 mono at `sample_rate` -> log-mel ``[n n_mels]`` float32."""
@@ -87,7 +95,7 @@ def _htk_mel_basis(sample_rate: int, n_fft: int, n_mels: int, fmin: float, fmax:
 
 @register("encoder", "vocos_mel")
 @attrs.frozen
-class VocosMel:
+class VocosMel(_MelFrames):
     """The log-mel features of Vocos and F5-TTS v1 (F5-TTS ``MelSpec(mel_spec_type="vocos")``).
 
     Magnitude (power 1) STFT with a periodic Hann window, centred with reflect padding;
@@ -110,16 +118,6 @@ class VocosMel:
     fmin: float = 0.0
     fmax: float | None = None  # None: sample_rate / 2
     log_floor: float = 1e-5  # F5-TTS / Vocos clamp before the log
-
-    @property
-    def frame_rate(self) -> float:
-        """Latent frames per second (Hz)."""
-        return self.sample_rate / self.hop_length
-
-    @property
-    def latent_dim(self) -> int:
-        """Channels ``d`` of a latent frame (the mel bands)."""
-        return self.n_mels
 
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """``audio [samples]`` float32 mono at `sample_rate` -> log-mel ``[n n_mels]`` float32.

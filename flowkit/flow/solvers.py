@@ -45,10 +45,11 @@ def time_grid(steps: int, device: torch.device | str = "cpu", sway: float | None
     return u + float(sway) * (torch.cos(math.pi / 2 * u) - 1 + u)
 
 
+@attrs.frozen
 class _FixedStepSolver:
     """A solver on the `time_grid` (uniform, or swayed by ``self.sway``); subclasses define one ``step``."""
 
-    sway: float | None
+    sway: float | None = None  # F5-TTS sway coefficient s in [-1, 1] (its inference: -1); None: uniform
 
     def describe(self) -> str:
         """``"euler"`` or ``"euler, sway -1"``: what a sample's caption records."""
@@ -77,8 +78,6 @@ class _FixedStepSolver:
 class Euler(_FixedStepSolver):
     """Explicit Euler: one field evaluation per step (first order)."""
 
-    sway: float | None = None  # F5-TTS sway coefficient s in [-1, 1] (its inference: -1); None: uniform
-
     @staticmethod
     def step(field: Field, x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """``x + h field(x, t)``."""
@@ -89,8 +88,6 @@ class Euler(_FixedStepSolver):
 @attrs.frozen
 class Midpoint(_FixedStepSolver):
     """Explicit midpoint (second-order Runge-Kutta): two field evaluations per step."""
-
-    sway: float | None = None  # F5-TTS sway coefficient s in [-1, 1] (its inference: -1); None: uniform
 
     @staticmethod
     def step(field: Field, x: torch.Tensor, t: torch.Tensor, h: torch.Tensor) -> torch.Tensor:

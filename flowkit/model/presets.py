@@ -31,51 +31,15 @@ SIZE_FIELDS: tuple[str, ...] = (
     "dropout",
 )
 
+# One row per preset, in the order of SIZE_FIELDS:
+#             dim  depth heads ff_mult text_dim conv_layers dur_hidden dropout
+_ROWS: dict[str, tuple[Any, ...]] = {
+    "tiny": (64, 2, 2, 2, 32, 1, 32, 0.0),
+    "small": (256, 4, 4, 2, 128, 2, 128, 0.0),
+    "base": (512, 12, 8, 2, 256, 4, 256, 0.1),
+    "f5_base": (1024, 22, 16, 2, 512, 4, 256, 0.1),  # F5-TTS base; dropout 0.1 as in its released config
+}
+
 PRESETS: MappingProxyType[str, MappingProxyType[str, Any]] = MappingProxyType(
-    {
-        name: MappingProxyType(values)
-        for name, values in {
-            "tiny": dict(
-                dim=64,
-                depth=2,
-                heads=2,
-                ff_mult=2,
-                text_dim=32,
-                conv_layers=1,
-                dur_hidden=32,
-                dropout=0.0,
-            ),
-            "small": dict(
-                dim=256,
-                depth=4,
-                heads=4,
-                ff_mult=2,
-                text_dim=128,
-                conv_layers=2,
-                dur_hidden=128,
-                dropout=0.0,
-            ),
-            "base": dict(
-                dim=512,
-                depth=12,
-                heads=8,
-                ff_mult=2,
-                text_dim=256,
-                conv_layers=4,
-                dur_hidden=256,
-                dropout=0.1,
-            ),
-            # F5-TTS base; dropout 0.1 as in its released config.
-            "f5_base": dict(
-                dim=1024,
-                depth=22,
-                heads=16,
-                ff_mult=2,
-                text_dim=512,
-                conv_layers=4,
-                dur_hidden=256,
-                dropout=0.1,
-            ),
-        }.items()
-    }
+    {name: MappingProxyType(dict(zip(SIZE_FIELDS, row, strict=True))) for name, row in _ROWS.items()}
 )
