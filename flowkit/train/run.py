@@ -610,9 +610,9 @@ PARENT_NETWORK = ("preset", "dim", "depth", "heads", "ff_mult", "text_dim", "con
 
 
 def _parent_network(parent: Path) -> tuple[list[str], str | None]:
-    """Bindings that make the config's ``model.dit`` the parent's network (`PARENT_NETWORK`),
-    for the fields where the config differs, and the line that names each value replaced
-    (None: nothing replaced). The config's dropout is kept as it resolves now (a preset
+    """Bindings that make the config's ``model.dit`` the parent's network (`PARENT_NETWORK`,
+    every field, when the config differs in any), and the line that names each value
+    replaced (None: nothing replaced). The config's dropout is kept as it resolves now (a preset
     change would change it).
 
     Run after a parse (the config's model is built from the bindings in force); the
@@ -632,7 +632,9 @@ def _parent_network(parent: Path) -> tuple[list[str], str | None]:
     changed = [k for k in PARENT_NETWORK if mine.get(k) != theirs.get(k)]
     if not changed:
         return [], None
-    out = [f"model.dit.{k} = {theirs[k]!r}" for k in changed]
+    # every field, not only the changed ones: a preset bound alone would move the sizes
+    # the config leaves to its preset
+    out = [f"model.dit.{k} = {theirs[k]!r}" for k in PARENT_NETWORK]
     out.append(f"model.dit.dropout = {mine['dropout']!r}")
     text = ", ".join(f"{k} {mine.get(k)!r} -> {theirs[k]!r}" for k in changed)
     return out, (f"init-from: the model is the parent's network ({text}); the config keeps model.dit.dropout = "

@@ -236,3 +236,24 @@ def test_a_probe_says_it_is_running(tmp_path: Path, capfd: pytest.CaptureFixture
     lines = [line for line in out.splitlines() if line.startswith("probe: ")]
     assert any("the ceiling: 1 sentences" in line and "asr.test_parrot" in line for line in lines), out
     assert sum("synthesising 1 sentences x 1 draw(s)" in line for line in lines) == 2, out  # step 0 and the last
+
+
+def test_the_parents_network_is_taken_whole(tmp_path: Path) -> None:
+    """A parent whose preset differs but whose sizes equal the config's (an import records
+    preset 'f5_base' with its own sizes): binding the preset alone would move every size the
+    config leaves to its preset, so every field of the network is bound."""
+    import json
+
+    from flowkit import config, registry
+    from flowkit.model.dit import DiTConfig
+    from flowkit.train.run import _parent_network
+
+    parent = tmp_path / "step-00000000"
+    parent.mkdir()
+    theirs = {**DiTConfig(preset="tiny").to_dict(), "preset": "f5_base", "arch": "f5_v1", "conditions": False}
+    (parent / "meta.json").write_text(json.dumps({"model_config": theirs}), encoding="utf-8")
+    config.parse([DEBUG_GIN], ["model.dit.conditions = False"])
+    bindings, line = _parent_network(parent)
+    assert line is not None and "preset 'tiny' -> 'f5_base'" in line and "dim" not in line, line
+    config.parse([DEBUG_GIN], ["model.dit.conditions = False", *bindings])
+    assert registry.build("model", "dit").to_dict() == theirs
