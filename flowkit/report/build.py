@@ -67,7 +67,7 @@ def build_document(run_dirs: Sequence[Path], *, samples: int = 0, vocoder: Any =
                 sections += run_sections(run, prefix=f"run{k + 1}-", title_prefix=f"{run.label}: ")
         title = f"Comparison of {len(runs)} runs"
         title += f" of the sweep {sweep.path.name}" if sweep is not None else ""
-        if len(runs) <= DETAIL_RUNS:
+        if len(runs) <= DETAIL_RUNS and sweep is None:  # a sweep's point names are its table's first column
             title += ": " + ", ".join(r.label for r in runs)
     if samples > 0:
         from flowkit.report.samples import sample_blocks

@@ -265,7 +265,7 @@ def comparison_sections(runs: Sequence[RunDir], *, sweep: SweepInfo | None = Non
     rows = []
     for i, r in enumerate(runs):
         fps = _mean_throughput(r)
-        row = [r.label, r.state, f"{r.step} / {_show(r.total_steps)}", *(values[i] for _, values in diff),
+        row = [r.label, r.state, f"{r.step} / {_show(r.total_steps)}", *(_cell(values[i]) for _, values in diff),
                _show(_latest(r, "train", "loss")), _show(objective_value(r, "val_loss_ema")),
                _show(_latest(r, "eval", "text_gain"), 3)]
         row += [_show(_extreme(r, "probe", "probe_wer", min), 3)] * has_wer
@@ -296,6 +296,12 @@ def comparison_sections(runs: Sequence[RunDir], *, sweep: SweepInfo | None = Non
     figures = _figures(runs, labels, best)
     sections.append(Section("Curves (overlaid)", figures or [Note("No metrics recorded yet.")]))
     return sections
+
+
+def _cell(value: str) -> str:
+    """A binding's value in the runs table: a reference by its component's name (the exact
+    gin text is in the config differences and each run's config.gin)."""
+    return readable_value(value) if value.startswith("@") else value
 
 
 def _mean_throughput(run: RunDir) -> float | None:

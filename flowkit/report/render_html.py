@@ -31,10 +31,10 @@ figure img { max-width: 100%; height: auto; }
 .sample figure { width: 100%; max-width: 900px; }
 .sample { border: 1px solid #ddd; border-radius: 6px; padding: .6em 1em; margin: 1em 0; }
 .note { color: #666; font-style: italic; }
-table.sortable th { cursor: pointer; user-select: none; white-space: nowrap; }
+table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th:after { content: " \\2195"; color: #999; font-size: 80%; }
 table.sortable th.asc:after { content: " \\2191"; color: #333; } table.sortable th.desc:after { content: " \\2193"; color: #333; }
-.wide { overflow-x: auto; }
+.wide { overflow-x: auto; } table.sortable { font-size: 85%; } table.sortable td:first-child { white-space: nowrap; }
 audio { vertical-align: middle; margin: .2em .6em; }
 """
 

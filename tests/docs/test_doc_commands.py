@@ -72,6 +72,8 @@ def shorten(argv: list[str]) -> list[str]:
         steps = "3" if sub == "resume" else "2"
         extra = [] if sub == "resume" else SHORT
         return [*cleaned, "--steps", steps, *extra]
+    if sub == "sweep":  # every point a short run, as train's
+        return [*argv, "-b", "Trainer.steps = 2", *SHORT]
     if sub == "report" and "--samples" in argv:
         i = argv.index("--samples")
         return [*argv[:i + 1], "1", *argv[i + 2:]]

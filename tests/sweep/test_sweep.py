@@ -268,10 +268,10 @@ def test_the_report_of_a_sweep_compares_its_points_in_chromium(reference: Path, 
 
     files = write_report([reference], out=tmp_path / "report")
     md, html = files.markdown.read_text(), files.html.read_text()
-    assert "# Comparison of 4 runs of the sweep reference" in md
+    assert "# Comparison of 4 runs of the sweep reference\n" in md
     # one table: each point's differing bindings as columns, its figures, the best named
     assert "| run | state | steps | lr | schedule | last loss | best EMA val loss | text gain |" in md
-    assert "| lr=2e-3,schedule=cosine_vpred | completed | 4 / 4 | 0.002 | @schedule.cosine_vpred() |" in md
+    assert "| lr=2e-3,schedule=cosine_vpred | completed | 4 / 4 | 0.002 | cosine_vpred |" in md
     scores = {n: objective_value(read_run(reference / n), "val_loss_ema") for n in NAMES}
     best = min(scores, key=scores.get)
     assert f"Best by val_loss_ema (best EMA validation loss, lower is better): {best} = {scores[best]:.5g}" in md
