@@ -144,3 +144,17 @@ def test_vocos_path_in_gin_and_import_f5_take_hf_references(hf_home: Path, no_ne
     meta = load_checkpoint(written).meta
     assert meta["imported_from"]["config"] == "F5TTS_v1_Base"  # told from the cached folder's name
     assert no_network == []
+
+
+def test_init_from_takes_a_run_folder_of_a_repository(hf_home: Path, no_network: list[str], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    snapshot = lay_out(hf_home, "me/runs", {"f5-base/checkpoints/step-00000000/meta.json": b"{}",
+                                            "f5-base/config.gin": b""})
+    assert hub.resolve("hf://me/runs/f5-base", kind="dir") == snapshot / "f5-base"
+    # flowkit train --init-from hf://...: resolved before anything else (a typer Path option folds '//')
+    from flowkit.train.run import train
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(CheckpointError, match=r"hf://me/runs/e12: not found .* in the Hugging Face cache .*hf download me/runs --include 'e12/\*'"):
+        train([REPO / "gin" / "debug.gin"], (), out=tmp_path / "run", init_from=Path("hf://me/runs/e12"), device="cpu")
+    assert not (tmp_path / "run").exists() and no_network == []
