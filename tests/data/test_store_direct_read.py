@@ -13,15 +13,15 @@ from flowkit.data.store import (
     SegmentRecord,
     StoreReader,
     StoreWriter,
-    _read_direct,
 )
+from flowkit.data.store.reader import _read_direct
 
 
 def test_direct_read_equals_zarr(tmp_path, monkeypatch):
-    import flowkit.data.store as store
+    import flowkit.data.store.writer as store_writer
 
-    monkeypatch.setattr(store, "METADATA_CHUNK", 64)  # several chunks per array, a partial last one
-    monkeypatch.setattr(store, "BLOB_CHUNK", 256)
+    monkeypatch.setattr(store_writer, "METADATA_CHUNK", 64)  # several chunks per array, a partial last one
+    monkeypatch.setattr(store_writer, "BLOB_CHUNK", 256)
     path = tmp_path / "s.zarr"
     writer = StoreWriter.create(path, encoder_name="t", encoder_params={}, frame_rate=100.0, sample_rate=16000,
                                 latent_dim=3, chunk_frames=16)
