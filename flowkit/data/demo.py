@@ -21,28 +21,27 @@ DEMO_CLIPS_NAME = "clips"
 DEMO_CHUNK_FRAMES = 8192
 
 
-def demo_store_path() -> Path:
-    """Path of the bundled demo latent store.
+def _bundled(name: str, marker: str, what: str) -> Path:
+    """``flowkit/demo/<name>``, checked by the ``marker`` file inside it.
 
     Raises:
         DataError: the package was installed without its demo data.
     """
-    path = Path(str(resources.files("flowkit") / "demo" / DEMO_STORE_NAME))
-    if not (path / "zarr.json").is_file():
-        raise DataError(f"{path}: the bundled demo store is missing; reinstall flowkit or run tools/build_demo.py")
+    path = Path(str(resources.files("flowkit") / "demo" / name))
+    if not (path / marker).is_file():
+        raise DataError(f"{path}: the bundled {what} is missing; reinstall flowkit or run tools/build_demo.py")
     return path
+
+
+def demo_store_path() -> Path:
+    """Path of the bundled demo latent store (raises `DataError` when it was not installed)."""
+    return _bundled(DEMO_STORE_NAME, "zarr.json", "demo store")
 
 
 def demo_clips_path() -> Path:
-    """Folder of the bundled demo recordings (``metadata.csv`` + ``wavs/*.flac``).
-
-    Raises:
-        DataError: the package was installed without its demo data.
-    """
-    path = Path(str(resources.files("flowkit") / "demo" / DEMO_CLIPS_NAME))
-    if not (path / "metadata.csv").is_file():
-        raise DataError(f"{path}: the bundled demo clips are missing; reinstall flowkit or run tools/build_demo.py")
-    return path
+    """Folder of the bundled demo recordings (``metadata.csv`` + ``wavs/*.flac``; raises
+    `DataError` when they were not installed)."""
+    return _bundled(DEMO_CLIPS_NAME, "metadata.csv", "demo clips")
 
 
 def demo_prepare_settings() -> Any:
