@@ -29,19 +29,19 @@ def _bundled(name: str, marker: str, what: str) -> Path:
     """
     path = Path(str(resources.files("flowkit") / "demo" / name))
     if not (path / marker).is_file():
-        raise DataError(f"{path}: the bundled {what} is missing; reinstall flowkit or run tools/build_demo.py")
+        raise DataError(f"{path}: the bundled {what} missing; reinstall flowkit or run tools/build_demo.py")
     return path
 
 
 def demo_store_path() -> Path:
     """Path of the bundled demo latent store (raises `DataError` when it was not installed)."""
-    return _bundled(DEMO_STORE_NAME, "zarr.json", "demo store")
+    return _bundled(DEMO_STORE_NAME, "zarr.json", "demo store is")
 
 
 def demo_clips_path() -> Path:
     """Folder of the bundled demo recordings (``metadata.csv`` + ``wavs/*.flac``; raises
     `DataError` when they were not installed)."""
-    return _bundled(DEMO_CLIPS_NAME, "metadata.csv", "demo clips")
+    return _bundled(DEMO_CLIPS_NAME, "metadata.csv", "demo clips are")
 
 
 def demo_prepare_settings() -> Any:
