@@ -10,10 +10,22 @@ its sentences) in a ``kind: "probe"`` record of ``metrics.jsonl``. The same reco
 ``probe_text_gain``: the flow loss on the probe sentences without their text minus with
 it (fixed t and noise, EMA weights): above zero when the model uses the text.
 
+The judges are plugins, named in every record (``judges``: name, model and package
+version of each): the recogniser is ``Probe.asr`` (default:
+`flowkit.asr.choice.default_recognizer`, Whisper when ``flowkit[eval]`` is installed,
+pocketsphinx otherwise); ``Probe.speaker`` (default ``speaker.resemblyzer``) gives
+``probe_sim``, the cosine similarity of the generated speech to its prompt's recording
+(F5-TTS's SIM-o), and ``probe_sim_ref``, to the sentence's own recording; ``Probe.quality``
+(default ``quality.dnsmos``) gives ``probe_dnsmos`` (DNSMOS P.835 OVRL) with
+``probe_dnsmos_sig`` and ``probe_dnsmos_bak``. A default judge whose package is missing is
+left out with one line naming the extra.
+
 Once per run (at its start) a ``kind: "probe_ceiling"`` record gives what a model can
 reach on the same sentences: ``probe_truth_raw_wer`` (the recorded audio, when
 ``Probe.audio_dirs`` holds it) and ``probe_truth_vocoded_wer`` (the ground-truth latents
-through the run's vocoder), per language like the probe's own.
+through the run's vocoder), per language like the probe's own, and the same two for
+``sim`` and ``dnsmos`` (``probe_truth_raw_sim``: the sentence's recording against its
+prompt's, ...).
 
 What is fixed: the sentences (spread evenly over the split, per language, at most
 ``sentences`` each), each one's prompt (the next chosen sentence of the same speaker
@@ -43,7 +55,6 @@ import attrs
 import gin
 import numpy as np
 
-from flowkit import registry
 from flowkit.errors import ConfigError
 
 __all__ = ["PROBE_SPLITS", "ProbeRunner", "ProbeSentence", "ProbeSettings"]
@@ -53,8 +64,37 @@ MAX_PROMPT_FRAMES = 300  # 3 s at 100 Hz: enough to carry the voice, cheap on a 
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg")
 
 
-def _asr_default() -> Any:
-    return registry.build("asr", "pocketsphinx")
+AUTO = "auto"  # Probe.speaker / Probe.quality: the installed default judge, else none
+
+
+def _speaker_judge(value: Any) -> tuple[Any, str | None]:
+    """The speaker judge ``Probe.speaker`` names, and the line to print when "auto" finds none."""
+    if value != AUTO:
+        return value, None
+    from flowkit.judges import default_speaker_judge, unavailable
+
+    judge = default_speaker_judge()
+    return judge, None if judge is not None else f"no probe_sim: {unavailable('speaker')}"
+
+
+def _quality_judge(value: Any) -> tuple[Any, str | None]:
+    """The quality judge ``Probe.quality`` names, and the line to print when "auto" finds none."""
+    if value != AUTO:
+        return value, None
+    from flowkit.judges import default_quality_judge, unavailable
+
+    judge = default_quality_judge()
+    return judge, None if judge is not None else f"no probe_dnsmos: {unavailable('quality')}"
+
+
+def describe_judge(judge: Any) -> dict[str, Any] | None:
+    """``judge.describe()`` (name, model, version); a judge without one is named by its type."""
+    if judge is None:
+        return None
+    describe = getattr(judge, "describe", None)
+    if callable(describe):
+        return dict(describe())
+    return {"name": type(judge).__name__, "model": "unknown", "version": "unknown"}
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -72,7 +112,13 @@ class ProbeSettings:
 
     Args:
         every: steps between probes (also at step 0 and at the last step).
-        asr: the recogniser (``@asr.pocketsphinx()``, ``@asr.whisper()``).
+        asr: the recogniser (``@asr.whisper()``, ``@asr.pocketsphinx()``); None =
+            `flowkit.asr.choice.default_recognizer` (Whisper when installed, with one line
+            when it falls back to pocketsphinx).
+        speaker: the speaker-similarity judge for ``probe_sim``; "auto" =
+            ``speaker.resemblyzer`` when installed (else none, with one line); None = none.
+        quality: the quality judge for ``probe_dnsmos``; "auto" = ``quality.dnsmos`` when
+            installed (else none, with one line); None = none.
         sentences: probe sentences per language (spread evenly over the split).
         split: "val" (held-out sentences) or "train" (memorisation, gin/memorise.gin).
         languages: languages to probe; empty = every language of the split the recogniser knows.
@@ -94,7 +140,9 @@ class ProbeSettings:
     """
 
     every: int = attrs.field(default=200, validator=_positive)
-    asr: Any = attrs.Factory(_asr_default)
+    asr: Any = None
+    speaker: Any = AUTO
+    quality: Any = AUTO
     sentences: int = attrs.field(default=8, validator=_positive)
     split: str = "val"
     languages: Sequence[str] = ()
@@ -104,8 +152,27 @@ class ProbeSettings:
     audio_dirs: Sequence[str] = ()
     seed: int = 0
     draws: int = attrs.field(default=1, validator=_positive)
+    #: lines the probe prints once: a default judge that was not available
+    notes: tuple[str, ...] = attrs.field(default=(), init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
+        notes = []
+        if self.asr is None:
+            from flowkit.asr.choice import default_recognizer, whisper_unavailable
+
+            object.__setattr__(self, "asr", default_recognizer())
+            reason = whisper_unavailable()
+            if reason is not None:
+                notes.append(f"judging with asr.pocketsphinx ({reason})")
+        speaker, note_s = _speaker_judge(self.speaker)
+        quality, note_q = _quality_judge(self.quality)
+        object.__setattr__(self, "speaker", speaker)
+        object.__setattr__(self, "quality", quality)
+        object.__setattr__(self, "notes", tuple(n for n in (*notes, note_s, note_q) if n))
+        if self.speaker is not None and not hasattr(self.speaker, "similarity"):
+            raise ConfigError(f"Probe.speaker = {self.speaker!r} is not a speaker judge; use @speaker.resemblyzer() or None")
+        if self.quality is not None and not hasattr(self.quality, "score"):
+            raise ConfigError(f"Probe.quality = {self.quality!r} is not a quality judge; use @quality.dnsmos() or None")
         if self.split not in PROBE_SPLITS:
             raise ConfigError(f"Probe.split = {self.split!r} is not one of {', '.join(map(repr, PROBE_SPLITS))}")
         if self.cfg_strength < 0:
@@ -299,6 +366,17 @@ class ProbeRunner:
                 err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
         self.last_hypotheses: list[str] = []
         self.last_audio: list[tuple[np.ndarray, int]] = []
+        self.last_sim: list[float | None] = []
+        self.last_dnsmos: list[float | None] = []
+        self.judges = {kind: describe_judge(getattr(settings, kind)) for kind in ("asr", "speaker", "quality")}
+        self._audio_dirs = [*settings.audio_dirs, *_bundled_audio()]
+        self._recordings: dict[str, tuple[np.ndarray, int] | None] = {}
+        self._references: dict[tuple[str, int], np.ndarray | None] = {}
+        if settings.notes:
+            from flowkit.console import console
+
+            for note in settings.notes:
+                console.print(f"probe: {note}", markup=False, highlight=False, soft_wrap=True)
         # The text gain is measured as training sees the sentences: the run's pairing (a target
         # span, the rest of the clip as prompt) and, on the aligned path, the true unit timings.
         self._gain_batch = None
@@ -351,6 +429,69 @@ class ProbeRunner:
         out[f"{prefix}_cer"] = edits_c / max(chars, 1.0)
         return out, hyps
 
+    def _recording(self, segment_id: str) -> tuple[np.ndarray, int] | None:
+        """The recorded audio of ``segment_id`` (`Probe.audio_dirs`, then the demo clips), read once."""
+        if segment_id not in self._recordings:
+            import soundfile as sf
+
+            path = _find_audio(self._audio_dirs, segment_id)
+            found = None
+            if path is not None:
+                audio, sr = sf.read(str(path), dtype="float32", always_2d=False)
+                found = (audio, int(sr))
+            self._recordings[segment_id] = found
+        return self._recordings[segment_id]
+
+    def _reference(self, what: str, i: int) -> np.ndarray | None:
+        """Speaker embedding of sentence ``i``'s prompt (``what="prompt"``: its recording, else
+        its latents through the vocoder) or of its own recording (``"ref"``); None without one."""
+        key = (what, i)
+        if key not in self._references:
+            s, audio = self.sentences[i], None
+            if what == "ref":
+                audio = self._recording(s.segment_id)
+            elif s.prompt_id is not None:
+                audio = self._recording(s.prompt_id)
+                if audio is None and self._prompts[i] is not None:
+                    audio = self.vocoder(self._prompts[i], self.encoder)
+            self._references[key] = None if audio is None else self.settings.speaker.embed(*audio)
+        return self._references[key]
+
+    def _judge(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str, index: Sequence[int],
+               with_ref: bool = True) -> tuple[dict[str, float], list[float | None], list[float | None]]:
+        """Speaker similarity and quality of ``audios`` (sentences ``index``): ``<prefix>_sim``
+        (to the prompt), ``<prefix>_sim_ref`` (to the sentence's recording, when ``with_ref``),
+        ``<prefix>_dnsmos`` (OVRL) with ``_sig``/``_bak``, means over the clips; and each
+        clip's similarity to its prompt and OVRL (None where not judged)."""
+        from flowkit.judges.speaker import cosine
+
+        out: dict[str, float] = {}
+        n = len(audios)
+        sims: list[float | None] = [None] * n
+        ovrl: list[float | None] = [None] * n
+        speaker, quality = self.settings.speaker, self.settings.quality
+        if speaker is not None:
+            refs = []
+            for k, ((audio, sr), i) in enumerate(zip(audios, index, strict=True)):
+                emb = speaker.embed(audio, sr)
+                prompt = self._reference("prompt", i)
+                if prompt is not None:
+                    sims[k] = cosine(emb, prompt)
+                ref = self._reference("ref", i) if with_ref else None
+                if ref is not None:
+                    refs.append(cosine(emb, ref))
+            judged = [v for v in sims if v is not None]
+            if judged:
+                out[f"{prefix}_sim"] = float(np.mean(judged))
+            if refs:
+                out[f"{prefix}_sim_ref"] = float(np.mean(refs))
+        if quality is not None and n:
+            scores = [quality.score(audio, sr) for audio, sr in audios]
+            ovrl = [float(q["ovrl"]) for q in scores]
+            for key, name in (("ovrl", "dnsmos"), ("sig", "dnsmos_sig"), ("bak", "dnsmos_bak")):
+                out[f"{prefix}_{name}"] = float(np.mean([q[key] for q in scores]))
+        return out, sims, ovrl
+
     def _text_gain(self, model: Any) -> float | None:
         """EMA flow loss without text minus with text on the probe sentences (fixed spans, t
         and noise; the model's training-time conditioning), or None without a builder."""
@@ -374,27 +515,27 @@ class ProbeRunner:
     # ---- the two records ----
 
     def ceilings(self) -> dict[str, Any]:
-        """The ``probe_ceiling`` values: WER/CER of the ground truth, vocoded and raw."""
-        import soundfile as sf
-
+        """The ``probe_ceiling`` values: WER/CER, SIM and DNSMOS of the ground truth, vocoded
+        and raw, and the ``judges`` that scored them."""
         started = time.perf_counter()
         _announce(f"the ceiling: {len(self.sentences)} sentences' ground truth through the vocoder and as recorded", self.settings.asr)
         with isolated_global_rng():
             vocoded = [self.vocoder(truth, self.encoder) for truth in self._truth]
             out, _ = self._score(vocoded, "probe_truth_vocoded")
+            out.update(self._judge(vocoded, "probe_truth_vocoded", range(len(vocoded)))[0])
             raw, found = [], []
-            dirs = [*self.settings.audio_dirs, *_bundled_audio()]
             for i, s in enumerate(self.sentences):
-                path = _find_audio(dirs, s.segment_id)
-                if path is not None:
-                    audio, sr = sf.read(str(path), dtype="float32", always_2d=False)
-                    raw.append((audio, int(sr)))
+                recording = self._recording(s.segment_id)
+                if recording is not None:
+                    raw.append(recording)
                     found.append(i)
             if found:
                 values, _ = self._score(raw, "probe_truth_raw", found)
                 out.update(values)
+                out.update(self._judge(raw, "probe_truth_raw", found, with_ref=False)[0])
             out["probe_truth_raw_items"] = len(found)
         out["probe_sentences"] = len(self.sentences)
+        out["judges"] = self.judges
         out["probe_s"] = time.perf_counter() - started
         return out
 
@@ -429,10 +570,14 @@ class ProbeRunner:
             audios = [self.vocoder(span, self.encoder) for span in spans]
             n = len(self.sentences)
             out, hyps = self._score(audios, "probe", list(range(n)) * self.settings.draws)
+            judged, sims, ovrl = self._judge(audios, "probe", list(range(n)) * self.settings.draws)
+            out.update(judged)
         self.last_hypotheses = hyps[:n]
         self.last_audio = audios[:n]
+        self.last_sim, self.last_dnsmos = sims[:n], ovrl[:n]
         if gain is not None:
             out["probe_text_gain"] = gain
+        out["judges"] = self.judges
         out["probe_s"] = time.perf_counter() - started
         return out
 
@@ -449,9 +594,13 @@ class ProbeRunner:
 
     def sentence_table(self) -> list[dict[str, Any]]:
         """The probe sentences with the last probe's hypotheses (for the report)."""
+        def last(values: list[Any], i: int) -> Any:
+            return values[i] if i < len(values) else None
+
         return [
             {"segment_id": s.segment_id, "language": s.language, "reference": s.text, "prompt": s.prompt_id,
-             "hypothesis": self.last_hypotheses[i] if i < len(self.last_hypotheses) else None}
+             "hypothesis": last(self.last_hypotheses, i), "sim": last(self.last_sim, i),
+             "dnsmos": last(self.last_dnsmos, i)}
             for i, s in enumerate(self.sentences)
         ]
 

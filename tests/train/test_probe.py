@@ -54,12 +54,25 @@ def test_probe_records_and_files(probed: Path) -> None:
     assert [r["step"] for r in probes] == [0, 2, 4]
     for r in probes:
         assert {"probe_wer", "probe_cer", "probe_wer/en", "probe_cer/en", "probe_text_gain"} <= set(r)
+        # the eval extra is installed (dev): Whisper, resemblyzer and DNSMOS judge, and say so
+        assert {"probe_sim", "probe_sim_ref", "probe_dnsmos", "probe_dnsmos_sig", "probe_dnsmos_bak"} <= set(r)
+        assert -1.0 <= r["probe_sim"] <= 1.0 and 1.0 <= r["probe_dnsmos"] <= 5.0
+        assert r["judges"] == ceiling[0]["judges"]
+    judges = ceiling[0]["judges"]
+    assert judges["asr"]["name"] == "asr.whisper" and judges["asr"]["model"] == "Systran/faster-whisper-tiny.en"
+    assert judges["speaker"]["name"] == "speaker.resemblyzer" and judges["quality"]["name"] == "quality.dnsmos"
+    assert all(judges[k]["version"] for k in judges)
+    # the recordings against their prompts' recordings: the same speaker, clean speech
+    # (SIM measured 0.56 on these two 1-2 s clips: GE2E is weak on so little speech)
+    assert ceiling[0]["probe_truth_raw_sim"] > 0.3 and ceiling[0]["probe_truth_raw_dnsmos"] > 2.0
+    assert {"probe_truth_vocoded_sim", "probe_truth_vocoded_sim_ref", "probe_truth_vocoded_dnsmos"} <= set(ceiling[0])
     raw = [json.loads(line) for line in (probed / "metrics.jsonl").read_text().splitlines()]
     assert all(r["probe_s"] > 0 for r in raw if r["kind"] in ("probe", "probe_ceiling"))
     latest = json.loads((probed / "probe" / "latest" / "sentences.json").read_text())
     assert latest["step"] == 4 and len(latest["sentences"]) == 2
     for row in latest["sentences"]:
         assert row["reference"] and row["hypothesis"] is not None
+        assert isinstance(row["sim"], float) and isinstance(row["dnsmos"], float)
         assert (probed / "probe" / "latest" / row["audio"]).stat().st_size > 1000
     assert (probed / "probe" / "best" / "sentences.json").is_file()
     evals = [r for r in recs if r["kind"] == "eval"]
@@ -182,3 +195,29 @@ def test_probe_settings_refuse_bad_values() -> None:
         ProbeSettings(every=0)
     with pytest.raises(ConfigError, match="not a recogniser"):
         ProbeSettings(asr=object())
+
+
+def test_probe_judges_default_and_turn_off(monkeypatch) -> None:
+    import importlib.util
+
+    from flowkit.train.probe import ProbeSettings
+
+    both = ProbeSettings()
+    assert both.asr.describe()["name"] == "asr.whisper" and both.notes == ()
+    assert both.speaker.describe()["name"] == "speaker.resemblyzer"
+    assert both.quality.describe()["name"] == "quality.dnsmos"
+    off = ProbeSettings(speaker=None, quality=None)
+    assert off.speaker is None and off.quality is None and off.notes == ()
+    real = importlib.util.find_spec
+    missing = {"faster_whisper", "resemblyzer", "speechmos"}
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n in missing else real(n, *a))
+    fallback = ProbeSettings()
+    assert fallback.asr.describe()["name"] == "asr.pocketsphinx"
+    assert fallback.speaker is None and fallback.quality is None
+    assert fallback.notes == (
+        "judging with asr.pocketsphinx (asr.whisper needs the faster-whisper package: pip install 'flowkit[eval]')",
+        "no probe_sim: speaker.resemblyzer needs resemblyzer: pip install 'flowkit[eval]'",
+        "no probe_dnsmos: quality.dnsmos needs speechmos: pip install 'flowkit[eval]'",
+    )
+    with pytest.raises(ConfigError, match="Probe.speaker = 'x' is not a speaker judge"):
+        ProbeSettings(speaker="x")
