@@ -1,12 +1,13 @@
 """Probe the saved checkpoints of runs after the fact: WER/CER per checkpoint, as a table.
 
 The same probe as ``Trainer.probe`` (`flowkit.train.probe`: fixed sentences, prompts and
-noise, EMA weights, the run's solver; Griffin-Lim unless ``--vocoder`` names another), for
-runs trained without it or to compare recipes on equal terms. Prints one JSON line per
+noise, EMA weights, the run's solver; Griffin-Lim unless ``--vocoder`` names another; the
+probe's default judges: Whisper, resemblyzer and DNSMOS when ``flowkit[eval]`` is
+installed), for runs trained without it or to compare recipes on equal terms. Prints one JSON line per
 checkpoint (and the ceilings first) and appends them to ``--out`` when given.
 
 Usage: python tools/probe_checkpoints.py RUN [RUN...] [--split train] [--sentences 16]
-           [--every 200] [--audio-dir DIR] [--out FILE.jsonl]
+           [--every 200] [--audio-dir DIR] [--out FILE.jsonl] [--asr pocketsphinx] [--no-judges]
        python tools/probe_checkpoints.py --plot OUT.png FILE.jsonl [FILE.jsonl...] [--label RUN=NAME]...
            (probe WER against step, one curve per run, the ceilings dashed)
 """
@@ -61,6 +62,9 @@ def main() -> None:
     parser.add_argument("--audio-dir", action="append", default=[])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-ceilings", action="store_true", help="skip the ground-truth ceilings")
+    parser.add_argument("--asr", default=None, help="asr plugin name (whisper, pocketsphinx); default: Whisper "
+                        "when flowkit[eval] is installed, else pocketsphinx (flowkit.asr.choice)")
+    parser.add_argument("--no-judges", action="store_true", help="skip speaker similarity and DNSMOS")
     args = parser.parse_args()
 
     from flowkit import registry
@@ -74,8 +78,10 @@ def main() -> None:
     from flowkit.train.probe import ProbeRunner, ProbeSettings
 
     registry.load_plugins()
-    settings = ProbeSettings(asr=registry.build("asr", "pocketsphinx"), sentences=args.sentences, split=args.split,
-                             cfg_strength=args.cfg, solver_steps=args.solver_steps, audio_dirs=tuple(args.audio_dir))
+    judges = {"speaker": None, "quality": None} if args.no_judges else {}
+    settings = ProbeSettings(asr=registry.build("asr", args.asr) if args.asr else None, sentences=args.sentences,
+                             split=args.split, cfg_strength=args.cfg, solver_steps=args.solver_steps,
+                             audio_dirs=tuple(args.audio_dir), **judges)
     out = args.out.open("a", encoding="utf-8") if args.out else None
 
     def emit(record: dict) -> None:
