@@ -53,10 +53,10 @@ def _good_lines(folder: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run directory with one random-weight checkpoint of the tiny preset (log-mel latents)."""
+    from flowkit.checkpoints.files import save_checkpoint
     from flowkit.data.encoders import LogMel
     from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
-    from flowkit.train.checkpoint import save_checkpoint
 
     root = tmp_path_factory.mktemp("run")
     enc = LogMel()
@@ -131,6 +131,8 @@ def test_killed_and_continued_gives_the_same_results(run_dir: Path, testset: Pat
     """Stopped after the first result, with a torn line left behind, then run again: the
     same results.jsonl and WAVs as an eval never interrupted."""
     settings = EvalSettings(nfe=2, cfg=1.0, samples=2, ceilings=False)
+    # the default recogniser and the speaker model; DNSMOS (the slowest judge) is covered above
+    judges = Judges(asr=judges.asr, speaker=judges.speaker)
     reference = evaluate(run_dir, testset, tmp_path / "whole", settings=settings, judges=judges, progress=False).out
     out = tmp_path / "killed"
     with pytest.raises(KeyboardInterrupt):
@@ -199,7 +201,29 @@ def test_deterministic_from_the_seed_and_independent_of_order(run_dir: Path, tes
     assert x.shape != y.shape or abs(x - y).max() > 1e-3  # another seed, other noise, other audio
 
 
-def test_bad_lines_are_rejected_with_their_line_numbers(run_dir: Path, tmp_path: Path) -> None:
+def test_a_batch_of_three_agrees_with_one_at_a_time(run_dir: Path, testset: Path, no_judges, tmp_path: Path) -> None:
+    """Three utterances of different lengths in one padded, masked call: the same audio as
+    one call each up to float rounding. Tolerance 1e-3 of full scale (about 30 int16 steps):
+    the padding only reorders float32 sums (relative error ~1e-6), which 2 Euler steps and
+    Griffin-Lim carry into the waveform without growing them by orders of magnitude."""
+    import numpy as np
+    import soundfile as sf
+
+    one = evaluate(run_dir, testset, tmp_path / "one", settings=EvalSettings(nfe=2, cfg=1.0, samples=0,
+                   ceilings=False), judges=no_judges, progress=False)
+    three = evaluate(run_dir, testset, tmp_path / "three", settings=EvalSettings(nfe=2, cfg=1.0, samples=0,
+                     ceilings=False, batch=3), judges=no_judges, progress=False)
+    lengths = set()
+    for utt in ("u1", "u2", "u3"):
+        x, _ = sf.read(str(one.out / "wavs" / f"{utt}.wav"))
+        y, _ = sf.read(str(three.out / "wavs" / f"{utt}.wav"))
+        assert x.shape == y.shape
+        assert float(np.abs(x - y).max()) < 1e-3
+        lengths.add(x.shape[0])
+    assert len(lengths) > 1  # the batch was padded
+
+
+def test_bad_lines_are_rejected_with_their_line_numbers(run_dir: Path, tmp_path: Path, no_judges, capsys) -> None:
     folder = tmp_path / "bad"
     folder.mkdir()
     good = _good_lines(folder)
@@ -220,13 +244,39 @@ def test_bad_lines_are_rejected_with_their_line_numbers(run_dir: Path, tmp_path:
     assert [i.utt for i in ts.items] == ["u1", "u2"]
     # a language the model lacks: every line of a meta.lst has --language
     assert {r.reason for r in read_testset(path, language="fr", languages=["en"]).rejections} >= {"unknown_language"}
-    result = CliRunner().invoke(app, ["eval", str(run_dir), "--testset", str(path), "--out", str(tmp_path / "o"),
-                                      *FAST, "--no-ceilings"])
-    assert result.exit_code == 0, result.output
-    assert "meta.lst:3 (u3): bad_prompt_wav" in result.output.replace("\n", "")
+    evaluate(run_dir, path, tmp_path / "o", settings=EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False),
+             judges=no_judges, progress=False)
+    assert "meta.lst:3 (u3): bad_prompt_wav" in capsys.readouterr().out.replace("\n", "")
     rejected = [json.loads(x) for x in (tmp_path / "o" / "rejections.jsonl").read_text().splitlines()]
     assert [r["line"] for r in rejected] == [2, 3, 4, 5]
     assert [json.loads(x)["utt"] for x in (tmp_path / "o" / "results.jsonl").read_text().splitlines()] == ["u1", "u2"]
+
+
+def test_a_manifest_pairs_prompts_by_speaker_and_rejects_by_line(tmp_path: Path) -> None:
+    """A flowkit manifest: a line's own prompt_audio, else the next line of its speaker; a
+    speaker with one line has no prompt; a language the model lacks is rejected."""
+    rel = os.path.relpath(CLIPS, tmp_path)
+    rows = [
+        {"id": "a", "audio": f"{rel}/allison_en_conf-muted.flac", "text": "You are now muted.", "speaker": "allison"},
+        {"id": "b", "audio": f"{rel}/allison_en_call-forwarding.flac", "text": "Call forwarding.",
+         "speaker": "allison"},
+        {"id": "c", "audio": f"{rel}/allison_en_agent-loggedoff.flac", "text": "Agent logged off.",
+         "speaker": "allison", "language": "fr"},
+        {"id": "d", "audio": f"{rel}/allison_en_agent-loggedoff.flac", "text": "Agent logged off.", "speaker": "solo"},
+        {"id": "e", "audio": f"{rel}/allison_en_agent-loggedoff.flac", "text": "Agent logged off.", "speaker": "solo2",
+         "prompt_audio": f"{rel}/allison_en_conf-muted.flac", "prompt_text": "You are now muted."},
+    ]
+    path = tmp_path / "test.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "not json\n")
+    ts = read_testset(path, language="en", languages=["en"])
+    assert ts.format == "manifest"
+    by_utt = {i.utt: i for i in ts.items}
+    assert sorted(by_utt) == ["a", "b", "e"]
+    assert by_utt["a"].prompt_wav.name == "allison_en_call-forwarding.flac" and by_utt["a"].prompt_text == "Call forwarding."
+    assert by_utt["b"].prompt_wav.name == "allison_en_agent-loggedoff.flac"  # the next line of its speaker
+    assert by_utt["e"].prompt_text == "You are now muted." and by_utt["e"].target_wav.name.endswith("loggedoff.flac")
+    assert [(r.line, r.reason) for r in ts.rejections] == [(3, "unknown_language"), (4, "missing_prompt"),
+                                                           (6, "bad_line")]
 
 
 def test_every_line_bad_exits_3_in_one_line(run_dir: Path, tmp_path: Path) -> None:
