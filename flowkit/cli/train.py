@@ -114,13 +114,26 @@ def train(
     exit 130. `--nproc N` trains with N processes under torchrun (docs/distributed.md).
     """
     _under_torchrun(nproc)
+    import shutil
+
+    from flowkit.errors import WriteError
+    from flowkit.io import check_writable, refused_writes
     from flowkit.train.run import default_run_dir
     from flowkit.train.run import train as run_train
 
-    outcome = run_train(
-        config, binding or (), data=data or (), out=out or default_run_dir(config[0]), steps=steps, device=device,
-        init_from=init_from,
-    )
+    out = out or default_run_dir(config[0])
+    check_writable(out, label=f"--out {out}")  # a read-only, full or locked disk: refused before the data load
+    began = not out.exists()
+    try:
+        with refused_writes(f"--out {out}", out):
+            outcome = run_train(
+                config, binding or (), data=data or (), out=out, steps=steps, device=device, init_from=init_from,
+            )
+    except WriteError:
+        # a run directory this command began and that holds no checkpoint is not left half-made
+        if began and not any((out / "checkpoints").glob("step-*")):
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     _finish(outcome)
 
 
@@ -145,7 +158,10 @@ def resume(
     is written back from the newest checkpoint with --restore-config.
     """
     _under_torchrun(nproc)
+    from flowkit.io import check_writable
     from flowkit.train.run import resume as run_resume
+
+    check_writable(run_dir, label=f"RUN_DIR {run_dir}")
 
     _finish(run_resume(run_dir, steps=steps, bindings=binding or (), device=device, restore_config=restore_config))
 

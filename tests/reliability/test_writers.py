@@ -239,3 +239,23 @@ def test_export_f5_into_a_folder_with_other_files_is_refused(imported: Path, tmp
     _one_error_line(["export-f5", imported, "--out", out], capfd, ConfigError.exit_code, str(out),
                     "is not empty", "new folder")
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_train_out(kind: str, disk, capfd: pytest.CaptureFixture) -> None:
+    """`flowkit train --out` on a read-only or full disk: one line before the data load,
+    no run directory begun."""
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    root = disk(kind)
+    before = _listing(root)
+    capfd.readouterr()
+    result = CliRunner().invoke(app, ["train", "gin/quickstart.gin", "gin/debug.gin", "--steps", "1",
+                                      "--out", str(root / "run")])
+    err = capfd.readouterr().err + result.output
+    assert result.exit_code == WriteError.exit_code and "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and all(f in errors[0] for f in (str(root), *_refused(kind))), err
+    assert _listing(root) == before  # the run directory it began is gone
