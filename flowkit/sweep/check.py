@@ -32,6 +32,8 @@ def _origin(message: str, base: Sequence[str], point: Point) -> tuple[str, str]:
     rest = (message[: m.start()] + message[m.end():]).lstrip(": ").strip()
     if index < len(base):
         return f"-b {base[index]!r}", rest
+    if index - len(base) >= len(point.bindings):
+        return "--data", rest
     key, value = point.bindings[index - len(base)]
     return f"--grid {key}: value {value}", rest
 
@@ -46,27 +48,33 @@ def _failing_binding(message: str, base: Sequence[str], point: Point) -> tuple[s
     return "", message
 
 
-def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Sequence[Point]) -> None:
+def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Sequence[Point],
+                 data: Sequence[str | Path] = ()) -> None:
     """Parse and build the config of every point; return when all of them would train.
 
     Args:
         configs: the sweep's gin files, in order.
         base: the ``-b`` bindings every point shares (before the point's own).
         points: the points.
+        data: the ``--data`` stores every point trains on (bound as ``flowkit train`` binds
+            them, after the point's bindings).
 
     Raises:
         ConfigError: the first refused binding, e.g. ``--grid Trainer.lrr: value 1e-3:
             Trainer has no parameter 'lrr'; did you mean 'lr'?``, naming its point.
+        DataError: a ``--data`` store that does not exist, or one given twice.
         RegistryError: a plugin failed to load (not the sweep's fault: as `flowkit config`).
     """
     import gin
 
     from flowkit import config as gin_config
     from flowkit.config import one_line
+    from flowkit.train.run import option_bindings  # --data as train binds it
 
+    stores = option_bindings([Path(d) for d in data], None)
     try:
         for point in points:
-            bindings = [*base, *point.lines]
+            bindings = [*base, *point.lines, *stores]
             try:
                 gin_config.parse(configs, bindings)
                 from flowkit.train.settings import Trainer

@@ -209,10 +209,11 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
         raise ConfigError(f"--objective {spec.objective!r} is not known; use one of: {', '.join(OBJECTIVES)}")
     if spec.optuna is not None:
         return _run_optuna(spec, root, launcher=launcher, parallel=parallel, device=device, say=say)
+    run = _launcher(launcher, root, parallel, slurm or {}, wait)  # an unknown launcher: refused before anything
     points = plan_points(spec)
     names = point_names(points, _keys(spec))
     state = SweepState.open(root, spec)  # another sweep in root: refused before anything is parsed
-    check_points(spec.configs, spec.bindings, points)
+    check_points(spec.configs, spec.bindings, points, spec.data)
     root.mkdir(parents=True, exist_ok=True)
     for name, point in zip(names, points, strict=True):
         state.add(name, point)
@@ -221,7 +222,6 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
     book = _Book(state, say)
     todo = [p.name for p in state.points if p.state not in ("done", "running", "submitted")]
     busy = [p.name for p in state.points if p.state in ("running", "submitted")]
-    run = _launcher(launcher, root, parallel, slurm or {}, wait)
     say(f"sweep {root}: {len(state.points)} points, {len(state.points) - len(todo) - len(busy)} done, "
         f"{len(busy)} running elsewhere (or queued), {len(todo)} to run; {run.describe()}")
     submitted = False
@@ -273,7 +273,7 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
     every = with_seeds(grid_points(spec.grid), spec.seeds)
     names = dict(zip((p.bindings for p in every), point_names(every, _keys(spec)), strict=True))
     state = SweepState.open(root, spec)
-    check_points(spec.configs, spec.bindings, every)
+    check_points(spec.configs, spec.bindings, every, spec.data)
     root.mkdir(parents=True, exist_ok=True)
     state.save()
     local = LocalLauncher(1)
