@@ -112,7 +112,10 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", default=["asr", "speaker", "quality"], choices=["asr", "speaker", "quality"])
     args = parser.parse_args()
     rows = _clips(args.corpus or demo_clips_path())
-    english = [r for r in rows if r["language"] == "en"][: args.clips]
+    from flowkit.asr.normalise import normalise_for_scoring
+
+    # clips whose text has words to score ("[beep]" or "..." normalise to nothing)
+    english = [r for r in rows if r["language"] == "en" and normalise_for_scoring(r["text"], "en")][: args.clips]
     import soundfile as sf
 
     by_speaker: dict[str, list[dict]] = {}
