@@ -43,5 +43,10 @@ echo "setup: installing $TORCH"
 echo "setup: installing flowkit[dev] and the example plugin (plugins/flowkit-tsamplers)"
 "${PIP[@]}" install -e ".[dev]"
 "${PIP[@]}" install --no-deps -e plugins/flowkit-tsamplers
+# resemblyzer (the eval extra) declares the `typing` backport of Python 3.4's era; in a venv it
+# can shadow the standard library's typing for other users. Python >= 3.5 ships its own.
+if .venv/bin/python -m pip show -q typing >/dev/null 2>&1; then
+  "${PIP[@]}" uninstall -y typing
+fi
 echo "$want" > "$stamp"
 echo "setup: done ($(.venv/bin/python -c 'import torch; print("torch", torch.__version__)'))"
