@@ -17,8 +17,8 @@ pocketsphinx otherwise); ``Probe.speaker`` (default ``speaker.resemblyzer``) giv
 ``probe_sim``, the cosine similarity of the generated speech to its prompt's recording
 (F5-TTS's SIM-o), and ``probe_sim_ref``, to the sentence's own recording; ``Probe.quality``
 (default ``quality.dnsmos``) gives ``probe_dnsmos`` (DNSMOS P.835 OVRL) with
-``probe_dnsmos_sig`` and ``probe_dnsmos_bak``. A default judge whose package is missing is
-left out with one line naming the extra.
+``probe_dnsmos_sig`` and ``probe_dnsmos_bak``, of the first noise draw's sentences. A
+default judge whose package is missing is left out with one line naming the extra.
 
 Once per run (at its start) a ``kind: "probe_ceiling"`` record gives what a model can
 reach on the same sentences: ``probe_truth_raw_wer`` (the recorded audio, when
@@ -458,11 +458,13 @@ class ProbeRunner:
         return self._references[key]
 
     def _judge(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str, index: Sequence[int],
-               with_ref: bool = True) -> tuple[dict[str, float], list[float | None], list[float | None]]:
+               with_ref: bool = True, rated: int | None = None
+               ) -> tuple[dict[str, float], list[float | None], list[float | None]]:
         """Speaker similarity and quality of ``audios`` (sentences ``index``): ``<prefix>_sim``
         (to the prompt), ``<prefix>_sim_ref`` (to the sentence's recording, when ``with_ref``),
-        ``<prefix>_dnsmos`` (OVRL) with ``_sig``/``_bak``, means over the clips; and each
-        clip's similarity to its prompt and OVRL (None where not judged)."""
+        means over the clips, and ``<prefix>_dnsmos`` (OVRL) with ``_sig``/``_bak``, means over
+        the first ``rated`` clips (None: all); and each clip's similarity to its prompt and
+        OVRL (None where not judged)."""
         from flowkit.judges.speaker import cosine
 
         out: dict[str, float] = {}
@@ -486,8 +488,8 @@ class ProbeRunner:
             if refs:
                 out[f"{prefix}_sim_ref"] = float(np.mean(refs))
         if quality is not None and n:
-            scores = [quality.score(audio, sr) for audio, sr in audios]
-            ovrl = [float(q["ovrl"]) for q in scores]
+            scores = [quality.score(audio, sr) for audio, sr in audios[:rated]]
+            ovrl[:len(scores)] = [float(q["ovrl"]) for q in scores]
             for key, name in (("ovrl", "dnsmos"), ("sig", "dnsmos_sig"), ("bak", "dnsmos_bak")):
                 out[f"{prefix}_{name}"] = float(np.mean([q[key] for q in scores]))
         return out, sims, ovrl
@@ -570,7 +572,9 @@ class ProbeRunner:
             audios = [self.vocoder(span, self.encoder) for span in spans]
             n = len(self.sentences)
             out, hyps = self._score(audios, "probe", list(range(n)) * self.settings.draws)
-            judged, sims, ovrl = self._judge(audios, "probe", list(range(n)) * self.settings.draws)
+            # DNSMOS of the first draw only: ~1.9 CPU-s per short clip (its 9 s windows of the
+            # clip repeated), the costliest judge; SIM pools every draw as WER does (0.06 CPU-s)
+            judged, sims, ovrl = self._judge(audios, "probe", list(range(n)) * self.settings.draws, rated=n)
             out.update(judged)
         self.last_hypotheses = hyps[:n]
         self.last_audio = audios[:n]
