@@ -120,6 +120,8 @@ def main() -> None:
 
     by_speaker: dict[str, list[dict]] = {}
     for r in sorted(rows, key=lambda r: (-sf.info(str(r["audio"])).duration, r["id"])):  # the longest clips
+        if not normalise_for_scoring(r["text"], r["language"]):  # "(10 secondi di silenzio)"
+            continue
         if len(by_speaker.setdefault(r["speaker"], [])) < args.per_speaker:
             by_speaker[r["speaker"]].append(r)
     parts = {"asr": lambda: asr_figures(english), "speaker": lambda: speaker_figures(by_speaker),
