@@ -77,8 +77,9 @@ def build_document(out: Path, summary: dict[str, Any], records: Sequence[dict[st
     rows = [[r["utt"], r["text"], r.get("hypothesis") or "", _f(r.get("wer")), _f(r.get("cer")), _f(r.get("sim")),
              _f(r.get("dnsmos"), 2), _f(r.get("duration_ratio"), 2), f"[{r['utt']}.wav]({r['audio']})"]
             for r in records]
-    utterances: Any = Table(("utt", "text", "hypothesis", "WER", "CER", "SIM", "DNSMOS", "dur. ratio", "audio"), rows) \
-        if rows else Note("No utterance evaluated yet.")
+    header = ("utt", "text", "hypothesis", "WER", "CER", "SIM", "DNSMOS", "dur. ratio", "audio")
+    # sortable: the worst lines (highest WER, lowest SIM) are one click away in eval.html
+    utterances: Any = Table(header, rows, sortable=True) if rows else Note("No utterance evaluated yet.")
     sections = [
         Section("Summary", [Facts(facts)]),
         Section("Judges", [Facts(judge_facts), *[Note(n) for n in summary.get("notes", [])]]),
