@@ -307,3 +307,27 @@ def test_default_out_is_under_the_run_and_the_report_lists_it(run_dir: Path, tes
     assert outcome.out == run_dir.resolve() / "evals" / "en-step4"
     md = render_markdown(build_document([run_dir]))
     assert "## Evaluations" in md and "en-step4" in md
+
+
+def test_a_missing_judge_is_one_line_naming_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A judge whose plugin is not installed leaves its column null and says which extra to install."""
+    import numpy as np
+
+    from flowkit import registry
+    from flowkit.errors import RegistryError
+
+    real_build = registry.build
+
+    def build(kind: str, name: str, **kwargs):
+        if kind in ("speaker", "quality"):
+            raise RegistryError(f"no {kind} named {name!r}")
+        return real_build(kind, name, **kwargs)
+
+    monkeypatch.setattr(registry, "build", build)
+    j = build_judges(asr="pocketsphinx")
+    assert j.speaker is None and j.quality is None
+    assert len(j.notes) == 2 and all("pip install 'flowkit[eval]'" in n for n in j.notes)
+    assert "speaker.resemblyzer" in j.notes[0] and "quality.dnsmos" in j.notes[1]
+    assert j.describe()["speaker"] is None
+    silence = np.zeros(1600, dtype=np.float32)
+    assert j.similarity(silence, 16000, silence, 16000) is None and j.quality_scores(silence, 16000) is None
