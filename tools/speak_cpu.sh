@@ -3,7 +3,7 @@
 # sentences, tools/teacher_corpus.py) -> flowkit prepare (the teacher's word timings as
 # unit timings) -> flowkit train gin/speak_cpu.gin -> flowkit eval on the held-out list.
 # Leaves the corpus in OUT/corpus/, the store in OUT/data.zarr, the run in OUT/run/ and the
-# eval in OUT/run/eval-heldout/; prints `held-out WER: X` last. Every stage continues
+# eval in OUT/run/evals/heldout/ (listed by flowkit report); prints `held-out WER: X` last. Every stage continues
 # where a killed run stopped (rerun the same command).
 #
 #   tools/speak_cpu.sh OUT
@@ -62,11 +62,11 @@ fi
 timed train "$FLOWKIT" train gin/speak_cpu.gin --data "$OUT/data.zarr" --out "$OUT/run" "${args[@]}"
 
 stage "eval on the held-out list"
-timed eval "$FLOWKIT" eval "$OUT/run" --testset "$OUT/corpus/heldout.lst" --out "$OUT/run/eval-heldout"
+timed eval "$FLOWKIT" eval "$OUT/run" --testset "$OUT/corpus/heldout.lst" --out "$OUT/run/evals/heldout"
 
 printf '\nstage seconds: corpus %s, prepare %s, train %s, eval %s\n' \
   "${took[corpus]}" "${took[prepare]}" "${took[train]}" "${took[eval]}"
-"$PY" - "$OUT/run/eval-heldout" <<'EOF'
+"$PY" - "$OUT/run/evals/heldout" <<'EOF'
 import json, sys
 from pathlib import Path
 out = Path(sys.argv[1])
