@@ -46,6 +46,19 @@ def _mono16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
     return x
 
 
+#: Whisper decodes at most this many tokens per second of audio (plus 16). Speech runs at 2-4
+#: words a second, about 1.3 tokens a word with the two timestamps of a segment; on babble,
+#: greedy decoding without temperature fallback can loop ("a little bit of a little bit of
+#: ...") to the 448-token limit, which scored one probe sentence WER 45. The cap bounds that
+#: loop at a few times the words a clip can hold and never cuts real speech.
+WHISPER_TOKENS_PER_SECOND = 10
+
+
+def whisper_token_cap(seconds: float) -> int:
+    """Most new tokens Whisper may decode for ``seconds`` of audio (per 30 s window)."""
+    return int(WHISPER_TOKENS_PER_SECOND * min(float(seconds), 30.0)) + 16
+
+
 @register("asr", "pocketsphinx")
 @attrs.define
 class PocketSphinx:
@@ -342,7 +355,8 @@ class Whisper:
         except ConfigError:
             model, source = "none found", ""
         return {"name": "asr.whisper", "model": model, "version": f"faster-whisper {_version('faster-whisper')}",
-                "source": source, "decoding": f"beam {self.beam_size}, temperature 0, {self.compute_type}"}
+                "source": source, "decoding": f"beam {self.beam_size}, temperature 0, {self.compute_type}, "
+                                              f"at most {WHISPER_TOKENS_PER_SECOND} tokens/s"}
 
     def transcribe(self, audio: np.ndarray, sample_rate: int, language: str = "en") -> str:
         """The words heard in ``audio [samples]`` (float in [-1, 1], any rate) in ``language``.
@@ -363,5 +377,6 @@ class Whisper:
         if peak > 1.0:  # vocoders keep the level the latents imply: scale, never clip
             x = x / peak
         segments, _ = model.transcribe(x, language=lang, beam_size=self.beam_size, temperature=0.0,
-                                       condition_on_previous_text=False, vad_filter=False)
+                                       condition_on_previous_text=False, vad_filter=False,
+                                       max_new_tokens=whisper_token_cap(len(x) / ASR_RATE))
         return " ".join(s.text.strip() for s in segments).strip()

@@ -148,3 +148,13 @@ def test_pocketsphinx_describes_itself() -> None:
     assert info["name"] == "asr.pocketsphinx"
     assert info["model"].startswith("en-us")
     assert info["version"] == f"pocketsphinx {importlib.metadata.version('pocketsphinx')}"
+
+
+def test_a_repetition_loop_is_cut_at_the_token_cap() -> None:
+    """Greedy decoding on babble may loop to Whisper's 448-token limit (WER 45 on one probe
+    sentence); the cap bounds it by the clip's length and leaves real speech whole."""
+    from flowkit.asr.recognizers import whisper_token_cap
+
+    assert whisper_token_cap(2.0) == 36 and whisper_token_cap(120.0) == whisper_token_cap(30.0) == 316
+    # 4 words a second at ~1.3 tokens a word plus timestamps fits well under the cap
+    assert all(whisper_token_cap(s) > 4 * s * 1.3 + 2 for s in (0.5, 1, 3, 10, 30))
