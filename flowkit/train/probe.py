@@ -240,16 +240,6 @@ def _find_audio(dirs: Sequence[str], segment_id: str) -> Path | None:
     return None
 
 
-def _announce(what: str, asr: Any) -> None:
-    """One line as a probe starts (through flowkit.console, so it lands above the progress
-    bar): a step-0 probe and its ceiling take ~100 s on a loaded CPU and look like a hang."""
-    from flowkit.console import console
-
-    describe = getattr(asr, "describe", None)
-    name = describe().get("name") if callable(describe) else type(asr).__name__
-    console.print(f"probe: {what}, transcribed by {name} ...", markup=False, highlight=False, soft_wrap=True)
-
-
 def input_warnings(settings: ProbeSettings, split_languages: set[str], known: set[str], model_languages: Sequence[str],
                    sentences: Sequence[ProbeSentence], vocab: Any) -> list[str]:
     """One line for each thing the probe cannot measure as asked: a ``Probe.languages`` entry
@@ -283,6 +273,16 @@ def input_warnings(settings: ProbeSettings, split_languages: set[str], known: se
                    f"in the {settings.split!r} split: {', '.join(alone[:5])}{', ...' if len(alone) > 5 else ''}); "
                    "they are synthesised without the voice")
     return out
+
+
+def _announce(what: str, asr: Any) -> None:
+    """One line as a probe starts (through flowkit.console, so it lands above the progress
+    bar): a step-0 probe and its ceiling take ~100 s on a loaded CPU and look like a hang."""
+    from flowkit.console import console
+
+    describe = getattr(asr, "describe", None)
+    name = describe().get("name") if callable(describe) else type(asr).__name__
+    console.print(f"probe: {what}, transcribed by {name} ...", markup=False, highlight=False, soft_wrap=True)
 
 
 class ProbeRunner:

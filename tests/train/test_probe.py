@@ -99,7 +99,7 @@ def test_probe_is_deterministic_and_leaves_global_generators_alone(probed: Path)
     from flowkit.train.probe import ProbeRunner, ProbeSettings
 
     registry.load_plugins()
-    from flowkit.train import checkpoint
+    from flowkit.checkpoints import files as checkpoint
 
     newest, _ = checkpoint.find_latest(probed / "checkpoints")
     im = load_inference_model(newest, weights="ema")
@@ -128,10 +128,10 @@ def test_probe_conditions_on_the_recorded_labels(probed: Path) -> None:
     """The model never trains on "unknown" rate and loudness buckets (every prepared clip has
     them), so the probe gives each sentence the labels it was recorded with."""
     from flowkit import registry
+    from flowkit.checkpoints import files as checkpoint
     from flowkit.data.dataset import LatentDataset
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.vocoders import GriffinLim
-    from flowkit.train import checkpoint
     from flowkit.train.probe import ProbeRunner, ProbeSettings
 
     registry.load_plugins()
@@ -153,10 +153,10 @@ def test_probe_conditions_on_the_recorded_labels(probed: Path) -> None:
 
 def test_probe_pools_its_noise_draws(probed: Path) -> None:
     from flowkit import registry
+    from flowkit.checkpoints import files as checkpoint
     from flowkit.data.dataset import LatentDataset
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.vocoders import GriffinLim
-    from flowkit.train import checkpoint
     from flowkit.train.probe import ProbeRunner, ProbeSettings
 
     registry.load_plugins()
