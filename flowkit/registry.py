@@ -63,6 +63,7 @@ __all__ = [
     "did_you_mean",
     "discover",
     "from_record",
+    "installed_version",
     "get",
     "kinds",
     "load_plugins",
@@ -399,6 +400,15 @@ def load_plugins(*, third_party: bool | None = None) -> None:
     except BaseException:
         _LOADED = previous
         raise
+
+
+def installed_version(distribution: str) -> str:
+    """The installed version of ``distribution`` (e.g. ``"faster-whisper"``), else ``"not installed"``:
+    what a judge's ``describe()`` records beside its model."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def configurable(name: str) -> Any:

@@ -25,7 +25,7 @@ import attrs
 import numpy as np
 
 from flowkit.errors import ConfigError
-from flowkit.registry import register
+from flowkit.registry import installed_version, register
 
 __all__ = ["PocketSphinx", "Whisper", "WhisperModel", "find_whisper_model"]
 
@@ -133,7 +133,7 @@ class PocketSphinx:
         model = "en-us (the pocketsphinx wheel's)" if self.model_dir is None else str(self.model_dir)
         if self.lm is not None:
             model += f", lm {self.lm}"
-        return {"name": "asr.pocketsphinx", "model": model, "version": f"pocketsphinx {_version('pocketsphinx')}"}
+        return {"name": "asr.pocketsphinx", "model": model, "version": f"pocketsphinx {installed_version('pocketsphinx')}"}
 
 
 # ---- Whisper: where a model comes from ----
@@ -266,15 +266,6 @@ def find_whisper_model(model_dir: str | None = None, model: str | None = None) -
     )
 
 
-def _version(distribution: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 @register("asr", "whisper")
 @attrs.define
 class Whisper:
@@ -354,7 +345,7 @@ class Whisper:
             model, source = found.model, found.source
         except ConfigError:
             model, source = "none found", ""
-        return {"name": "asr.whisper", "model": model, "version": f"faster-whisper {_version('faster-whisper')}",
+        return {"name": "asr.whisper", "model": model, "version": f"faster-whisper {installed_version('faster-whisper')}",
                 "source": source, "decoding": f"beam {self.beam_size}, temperature 0, {self.compute_type}, "
                                               f"at most {WHISPER_TOKENS_PER_SECOND} tokens/s"}
 

@@ -23,7 +23,7 @@ import attrs
 import numpy as np
 
 from flowkit.errors import ConfigError
-from flowkit.registry import register
+from flowkit.registry import installed_version, register
 
 __all__ = ["DNSMOS", "DNSMOS_MODULES"]
 
@@ -40,15 +40,6 @@ CALIBRATION = {
            "bak": (-0.04976499, 0.44276479, -0.1644611, 0.96883132),
            "ovrl": (-0.00533021, 0.005101, 1.18058466, -0.11236046)},
 }
-
-
-def _version(distribution: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 @register("quality", "dnsmos")
@@ -130,4 +121,4 @@ class DNSMOS:
         """``{"name": "quality.dnsmos", "model", "version"}``."""
         folder = "pdnsmos_models" if self.personalized else "dnsmos_models"
         return {"name": "quality.dnsmos", "model": f"DNSMOS P.835 {folder}/sig_bak_ovr.onnx",
-                "version": f"speechmos {_version('speechmos')}"}
+                "version": f"speechmos {installed_version('speechmos')}"}

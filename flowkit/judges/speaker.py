@@ -18,7 +18,7 @@ import attrs
 import numpy as np
 
 from flowkit.errors import ConfigError
-from flowkit.registry import register
+from flowkit.registry import installed_version, register
 
 __all__ = ["RESEMBLYZER_MODULES", "Resemblyzer", "cosine"]
 
@@ -34,15 +34,6 @@ def cosine(a: np.ndarray, b: np.ndarray) -> float:
     if na == 0.0 or nb == 0.0:
         return 0.0
     return float(np.dot(a, b) / (na * nb))
-
-
-def _version(distribution: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
 
 
 @register("speaker", "resemblyzer")
@@ -114,4 +105,4 @@ class Resemblyzer:
     def describe(self) -> dict[str, Any]:
         """``{"name": "speaker.resemblyzer", "model", "version"}``."""
         return {"name": "speaker.resemblyzer", "model": "GE2E pretrained.pt (the resemblyzer wheel's)",
-                "version": f"resemblyzer {_version('resemblyzer')}"}
+                "version": f"resemblyzer {installed_version('resemblyzer')}"}

@@ -110,6 +110,27 @@ def assert_one_clear_line(result: subprocess.CompletedProcess, *fragments: str) 
     return errors[0]
 
 
+def invoke_in_process(argv: Sequence[Any], capfd: Any) -> tuple[int, str]:
+    """Run ``flowkit ARGV`` in-process (typer's CliRunner): (exit code, everything it printed).
+    An exception other than the CLI's own exit fails the test (a traceback is a bug)."""
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    capfd.readouterr()
+    result = CliRunner().invoke(app, [str(a) for a in argv])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    captured = capfd.readouterr()
+    return result.exit_code, captured.out + captured.err + result.output
 
 
-
+def one_error_in_process(argv: Sequence[Any], capfd: Any, code: int, *fragments: str) -> str:
+    """The command fails with ``code`` and exactly one ``error:`` line holding ``fragments``
+    (other lines, such as warnings or a memory estimate, may come before it)."""
+    exit_code, out = invoke_in_process(argv, capfd)
+    errors = [line for line in out.splitlines() if line.startswith("error: ")]
+    assert exit_code == code, (exit_code, out)
+    assert len(errors) == 1 and "Traceback" not in out, out
+    for fragment in fragments:
+        assert fragment in errors[0], (fragment, errors[0])
+    return errors[0]

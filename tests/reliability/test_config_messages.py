@@ -15,31 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from reliability_helpers import DEBUG_GIN, REPO
+from reliability_helpers import DEBUG_GIN, REPO, invoke_in_process, one_error_in_process
 
 from flowkit.errors import ConfigError, DataError
-
-
-def _invoke(argv: list[str], capfd: pytest.CaptureFixture) -> tuple[int, str]:
-    from typer.testing import CliRunner
-
-    from flowkit.cli.app import app
-
-    capfd.readouterr()
-    result = CliRunner().invoke(app, [str(a) for a in argv])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    captured = capfd.readouterr()
-    return result.exit_code, captured.out + captured.err + result.output
-
-
-def _one_error(argv: list[str], capfd: pytest.CaptureFixture, code: int, *fragments: str) -> str:
-    exit_code, out = _invoke(argv, capfd)
-    errors = [line for line in out.splitlines() if line.startswith("error: ")]
-    assert exit_code == code, (exit_code, out)
-    assert len(errors) == 1 and "Traceback" not in out, out
-    for fragment in fragments:
-        assert fragment in errors[0], (fragment, errors[0])
-    return errors[0]
 
 
 def _gin(tmp_path: Path, body: str) -> Path:
@@ -50,62 +28,62 @@ def _gin(tmp_path: Path, body: str) -> Path:
 
 def test_a_required_value_suggests_its_own_binding(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "Trainer.lr = %gin.REQUIRED")
-    line = _one_error(["config", path], capfd, ConfigError.exit_code, f"{path}:3", "Trainer.lr = %gin.REQUIRED",
+    line = one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3", "Trainer.lr = %gin.REQUIRED",
                       '-b "Trainer.lr = ..."')
     assert "gin.REQUIRED = ..." not in line
 
 
 def test_an_undefined_macro_is_named_with_how_to_define_it(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "MY_LR = 1e-3\nTrainer.lr = %MY_LRR")
-    line = _one_error(["config", path], capfd, ConfigError.exit_code, f"{path}:4", "macro MY_LRR",
+    line = one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:4", "macro MY_LRR",
                       "not defined", "did you mean 'MY_LR'", '-b "MY_LRR = ..."')
     assert "positional argument" not in line
 
 
 def test_an_undefined_macro_inside_a_list_is_named(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "Trainer.betas = (%BETA1, 0.99)")
-    _one_error(["config", path], capfd, ConfigError.exit_code, f"{path}:3", "macro BETA1", "not defined")
+    one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3", "macro BETA1", "not defined")
 
 
 def test_an_out_of_range_value_names_its_file_and_line(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "Trainer.lr = -1.0")
-    _one_error(["config", path], capfd, ConfigError.exit_code, f"{path}:3: Trainer.lr = -1.0", "must be > 0")
+    one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3: Trainer.lr = -1.0", "must be > 0")
 
 
 def test_an_out_of_range_component_value_names_its_file_and_line(tmp_path: Path,
                                                                  capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "\nschedule.flow_matching.sigma_min = -1.0")
-    _one_error(["config", path], capfd, ConfigError.exit_code, f"{path}:4: schedule.flow_matching.sigma_min")
+    one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:4: schedule.flow_matching.sigma_min")
 
 
 def test_an_out_of_range_binding_names_the_binding(capfd: pytest.CaptureFixture) -> None:
-    _one_error(["config", DEBUG_GIN, "-b", "Trainer.lr = -2.0"], capfd, ConfigError.exit_code,
+    one_error_in_process(["config", DEBUG_GIN, "-b", "Trainer.lr = -2.0"], capfd, ConfigError.exit_code,
                '-b "Trainer.lr = -2.0": Trainer.lr = -2.0', "must be > 0")
 
 
 def test_a_wrong_type_names_its_file_and_line(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "model.dit.depth = 'deep'")
-    _one_error(["config", path], capfd, ConfigError.exit_code, f"{path}:3: model.dit.depth = 'deep'", "expected int")
+    one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3: model.dit.depth = 'deep'", "expected int")
 
 
 def test_a_size_overlay_given_twice_is_refused(capfd: pytest.CaptureFixture) -> None:
     gin = REPO / "gin"
-    _one_error(["config", gin / "debug.gin", gin / "cpu.gin", gin / "debug.gin"], capfd, ConfigError.exit_code,
+    one_error_in_process(["config", gin / "debug.gin", gin / "cpu.gin", gin / "debug.gin"], capfd, ConfigError.exit_code,
                "debug.gin is given twice", "give it once")
 
 
 def test_a_file_an_earlier_one_included_is_refused(capfd: pytest.CaptureFixture) -> None:
     gin = REPO / "gin"
-    _one_error(["config", gin / "e11_aligned.gin", gin / "base.gin", "-b", "DATA = []"], capfd,
+    one_error_in_process(["config", gin / "e11_aligned.gin", gin / "base.gin", "-b", "DATA = []"], capfd,
                ConfigError.exit_code, "base.gin is already included by", "e11_aligned.gin")
 
 
 def test_config_checks_against_the_data_given(store: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     base = REPO / "gin" / "base.gin"
-    _one_error(["config", base], capfd, ConfigError.exit_code, "give --data STORE")
-    code, out = _invoke(["config", base, "--data", store], capfd)
+    one_error_in_process(["config", base], capfd, ConfigError.exit_code, "give --data STORE")
+    code, out = invoke_in_process(["config", base, "--data", store], capfd)
     assert code == 0, out
     assert "# data: 12 train / 4 val segments" in out and str(store) in out, out
     assert f"Trainer.data = ['{store.resolve()}']" in out, out
-    _one_error(["config", base, "--data", tmp_path / "nope.zarr"], capfd, DataError.exit_code, "no such store")
-    _one_error(["config", base, "--data", store, "--data", store], capfd, DataError.exit_code, "same store")
+    one_error_in_process(["config", base, "--data", tmp_path / "nope.zarr"], capfd, DataError.exit_code, "no such store")
+    one_error_in_process(["config", base, "--data", store, "--data", store], capfd, DataError.exit_code, "same store")

@@ -23,33 +23,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from reliability_helpers import DEBUG_GIN, TINY, write_store
+from reliability_helpers import (
+    DEBUG_GIN,
+    TINY,
+    invoke_in_process,
+    one_error_in_process,
+    write_store,
+)
 
 from flowkit.errors import CheckpointError, DataError, ResumeError
-
-
-def _invoke(argv: list[str], capfd: pytest.CaptureFixture) -> tuple[int, str]:
-    """Run ``flowkit ARGV`` in-process: (exit code, everything it printed)."""
-    from typer.testing import CliRunner
-
-    from flowkit.cli.app import app
-
-    capfd.readouterr()
-    result = CliRunner().invoke(app, [str(a) for a in argv])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    captured = capfd.readouterr()
-    return result.exit_code, captured.out + captured.err + result.output
-
-
-def _one_error(argv: list[str], capfd: pytest.CaptureFixture, code: int, *fragments: str) -> str:
-    """The command fails with ``code`` and exactly one ``error:`` line holding ``fragments``."""
-    exit_code, out = _invoke(argv, capfd)
-    errors = [line for line in out.splitlines() if line.startswith("error: ")]
-    assert exit_code == code, (exit_code, out)
-    assert len(errors) == 1 and "Traceback" not in out, out
-    for fragment in fragments:
-        assert fragment in errors[0], (fragment, errors[0])
-    return errors[0]
 
 
 def _train(store_args: list[str | Path], out: Path, *extra: str, steps: int = 1) -> list[str]:
@@ -82,7 +64,7 @@ def test_stores_of_different_encoders_are_refused_naming_both(store: Path, tmp_p
                                                               capfd: pytest.CaptureFixture) -> None:
     other = _other_encoder_store(tmp_path / "other.zarr", dim=dim)
     out = tmp_path / "run"
-    line = _one_error(_train([store, other], out), capfd, DataError.exit_code, "mixes encoders", str(store),
+    line = one_error_in_process(_train([store, other], out), capfd, DataError.exit_code, "mixes encoders", str(store),
                       "encoder.synthetic", str(other), "encoder.synthetic_b", f"{dim} channels")
     assert "prepare" in line
     assert not out.exists()  # nothing of the refused start is left behind
@@ -94,7 +76,7 @@ def test_shard_folders_of_different_encoders_are_refused(store: Path, tmp_path: 
     folder.mkdir()
     shutil.copytree(store, folder / "shard-00000-of-00002.zarr")
     _other_encoder_store(folder / "shard-00001-of-00002.zarr")
-    _one_error(_train([folder], tmp_path / "run"), capfd, DataError.exit_code, "mixes encoders",
+    one_error_in_process(_train([folder], tmp_path / "run"), capfd, DataError.exit_code, "mixes encoders",
                "shard-00000-of-00002.zarr in", "shard-00001-of-00002.zarr in", "encoder.synthetic_b")
 
 
@@ -117,7 +99,7 @@ def test_the_same_store_twice_is_refused(store: Path, tmp_path: Path, spelling: 
             write_store(first / f"shard-{i:05d}-of-00002.zarr", seed=i)
         second = first / "shard-00001-of-00002.zarr"
     out = tmp_path / "run"
-    _one_error(_train([first, second], out), capfd, DataError.exit_code, "same store", "refused, not de-duplicated",
+    one_error_in_process(_train([first, second], out), capfd, DataError.exit_code, "same store", "refused, not de-duplicated",
                "give each store once")
     assert not out.exists()
 
@@ -138,7 +120,7 @@ def parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_init_from_a_store_says_it_is_a_store(store: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
-    _one_error([*_train([store], tmp_path / "run"), "--init-from", str(store)], capfd, CheckpointError.exit_code,
+    one_error_in_process([*_train([store], tmp_path / "run"), "--init-from", str(store)], capfd, CheckpointError.exit_code,
                f"{store} is a latent store", "not a checkpoint or run", "--data")
 
 
@@ -147,7 +129,7 @@ def test_init_from_a_parent_of_another_encoder_is_refused_naming_both(parent: Pa
                                                                       capfd: pytest.CaptureFixture) -> None:
     other = _other_encoder_store(tmp_path / "other.zarr", dim=dim)
     out = tmp_path / "child"
-    _one_error([*_train([other], out), "--init-from", str(parent)], capfd, ResumeError.exit_code,
+    one_error_in_process([*_train([other], out), "--init-from", str(parent)], capfd, ResumeError.exit_code,
                "init-from", "encoder.synthetic, 8 channels", f"encoder.synthetic_b, {dim} channels",
                "--encoder synthetic")
     assert not out.exists()
@@ -159,10 +141,10 @@ def test_resume_without_config_gin_offers_to_restore_it(parent: Path, tmp_path: 
     shutil.copytree(parent, run_dir)
     saved = (run_dir / "config.gin").read_text(encoding="utf-8")
     (run_dir / "config.gin").unlink()
-    _one_error(["resume", run_dir, "--device", "cpu"], capfd, ResumeError.exit_code, "no config.gin",
+    one_error_in_process(["resume", run_dir, "--device", "cpu"], capfd, ResumeError.exit_code, "no config.gin",
                f"flowkit resume {run_dir} --restore-config")
     assert not (run_dir / "config.gin").exists()  # the refusal writes nothing
-    code, out = _invoke(["resume", run_dir, "--restore-config", "--steps", "2", "--device", "cpu"], capfd)
+    code, out = invoke_in_process(["resume", run_dir, "--restore-config", "--steps", "2", "--device", "cpu"], capfd)
     assert code == 0, out
     assert "restored" in out and "config.gin" in out, out
     assert (run_dir / "config.gin").read_text(encoding="utf-8").splitlines()[0] == saved.splitlines()[0]
@@ -231,7 +213,7 @@ def test_a_probe_says_it_is_running(tmp_path: Path, capfd: pytest.CaptureFixture
              "Trainer.loggers = []", "Trainer.eval_every = 100", "Trainer.save_every = 100", "Trainer.log_every = 1")
     argv = ["train", str(DEBUG_GIN), *(x for b in probe for x in ("-b", b)), "--out", str(tmp_path / "run"),
             "--steps", "1", "--device", "cpu"]
-    code, out = _invoke(argv, capfd)
+    code, out = invoke_in_process(argv, capfd)
     assert code == 0, out
     lines = [line for line in out.splitlines() if line.startswith("probe: ")]
     assert any("the ceiling: 1 sentences" in line and "asr.test_parrot" in line for line in lines), out
