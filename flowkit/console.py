@@ -119,3 +119,13 @@ class Progress:
             eta = self.eta_seconds()
             eta_text = f"  eta {eta:.0f}s" if eta is not None else ""
             print(f"{self.description} {self.completed}/{total}  {info}{eta_text}", file=sys.stdout, flush=True)
+
+
+def say(line: str) -> None:
+    """One plain line on stdout through the shared console (above a live progress bar)."""
+    console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def warn(line: str) -> None:
+    """One ``warning: ...`` line on stderr through the shared error console."""
+    err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)

@@ -162,7 +162,7 @@ def config(
     settings = Trainer()  # builds every component: a value train would refuse is refused here too
     checked = None
     if data:
-        from flowkit.train.run import check_data
+        from flowkit.train.parts import check_data
 
         checked = check_data(settings, " ".join(str(f) for f in files))
     console.print(f"# files: {', '.join(str(f) for f in parsed.files)}", highlight=False, markup=False)

@@ -132,7 +132,7 @@ class StopFlag:
 class TrainingLoop:
     """Owns the model, optimizer, EMA, batch stream and random streams of a run.
 
-    Built by `flowkit.train.run` from the parts of a run (`flowkit.train.run.build_parts`)
+    Built by `flowkit.train.run` from the parts of a run (`flowkit.train.parts.build_parts`)
     once their state is restored; ``meta`` is the static part of every checkpoint's
     ``meta.json``.
     """
@@ -153,7 +153,7 @@ class TrainingLoop:
         ddp: torch.nn.Module | None = None,
     ) -> None:
         self.settings = settings
-        # the parts of the run (`flowkit.train.run.RunParts`), already restored
+        # the parts of the run (`flowkit.train.parts.RunParts`), already restored
         model = self.model = parts.model
         self.ema: EMA = parts.ema
         self.optimizer: torch.optim.Optimizer = parts.optimizer
