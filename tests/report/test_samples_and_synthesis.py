@@ -71,6 +71,11 @@ def test_synthesize_cli_with_prompt(real_run: Path, tmp_path: Path) -> None:
 
 @pytest.mark.slow  # the real_run fixture trains for ~20 s on two cores
 def test_synthesize_refuses_prompt_without_text(real_run: Path, tmp_path: Path) -> None:
+    import numpy as np
+    import soundfile as sf
+
+    # a real prompt file: a missing one is refused first ("no such file", exit 3)
+    sf.write(tmp_path / "p.wav", 0.1 * np.sin(np.arange(16000) * 0.05).astype(np.float32), 16000)
     result = CliRunner().invoke(app, ["synthesize", str(real_run), "--text", "la", "--out", str(tmp_path / "c.wav"),
                                       "--prompt", str(tmp_path / "p.wav")])
     assert result.exit_code == 2 and "needs --prompt-text" in result.output
