@@ -231,3 +231,19 @@ def refused_writes(label: str, folder: str | os.PathLike[str]) -> Iterator[None]
             raise
         target = mapped.filename if mapped.filename else folder
         _refuse(label, target, mapped.errno)  # raised here: the OSError stays its __context__
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    """The sha256 hex digest of the file at ``path``, read in 4 MiB pieces (memory stays flat
+    for a multi-GB checkpoint).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()

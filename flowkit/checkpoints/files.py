@@ -21,7 +21,6 @@ truncated newer one is skipped and reported (`find_latest`). ``state.pt`` loads 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -34,7 +33,7 @@ import attrs
 import torch
 
 from flowkit.errors import CheckpointError
-from flowkit.io import as_os_error, atomic_write_bytes, fsync_dir
+from flowkit.io import as_os_error, atomic_write_bytes, file_sha256, fsync_dir
 
 __all__ = [
     "FORMAT_VERSION",
@@ -70,14 +69,6 @@ class LoadedCheckpoint:
     step: int
     state: dict[str, Any]
     meta: dict[str, Any]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _write_synced(path: Path, data: bytes) -> None:
@@ -122,7 +113,7 @@ def save_checkpoint(
         meta_full = {"format_version": FORMAT_VERSION, "step": step, **meta}
         _write_synced(partial / META_FILE, (json.dumps(meta_full, indent=2, sort_keys=True) + "\n").encode())
         files = {
-            name: {"sha256": _sha256(partial / name), "bytes": (partial / name).stat().st_size}
+            name: {"sha256": file_sha256(partial / name), "bytes": (partial / name).stat().st_size}
             for name in (STATE_FILE, META_FILE)
         }
         _write_synced(partial / MANIFEST_FILE, (json.dumps({"files": files}, indent=2) + "\n").encode())
@@ -179,7 +170,7 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:
             return f"{name} is missing"
         if file.stat().st_size != entry["bytes"]:
             return f"{name} has {file.stat().st_size} bytes, the manifest says {entry['bytes']} (truncated)"
-        if _sha256(file) != entry["sha256"]:
+        if file_sha256(file) != entry["sha256"]:
             return f"{name} does not match its sha256 in {MANIFEST_FILE} (corrupt)"
     return None
 

@@ -40,7 +40,6 @@ a perfect model could reach through this vocoder.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import time
@@ -54,6 +53,7 @@ import numpy as np
 from flowkit.errors import ConfigError, DataError, ResumeError
 from flowkit.evaluation.judges import Judges, build_judges
 from flowkit.evaluation.testset import TestItem, TestSet, read_testset, testset_name
+from flowkit.io import file_sha256
 
 __all__ = ["EvalOutcome", "EvalSettings", "default_out", "evaluate", "read_results", "totals"]
 
@@ -126,10 +126,6 @@ def default_out(checkpoint_or_run: str | Path, testset: str | Path, step: int) -
         if (run / "config.gin").is_file() and ((run / "checkpoints").is_dir() or (run / "best").is_dir()):
             return run / "evals" / f"{testset_name(testset)}-step{step}"
     return None
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def read_results(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
@@ -442,7 +438,7 @@ def evaluate(
     check_vocoder(vocoder, im.encoder, source=f"the latents of {im.checkpoint}")
     identity = {
         "checkpoint": str(Path(im.checkpoint).resolve()), "step": im.step, "weights": settings.weights,
-        "testset": str(testset.resolve()), "testset_sha256": _sha256(testset), "language": language,
+        "testset": str(testset.resolve()), "testset_sha256": file_sha256(testset), "language": language,
         "seed": settings.seed, "nfe": settings.nfe, "cfg": settings.cfg, "batch": settings.batch,
         "ceilings": settings.ceilings, "vocoder": vocoder_label(vocoder),
     }

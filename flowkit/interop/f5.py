@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from flowkit.errors import CheckpointError, ConfigError
+from flowkit.io import file_sha256
 
 __all__ = [
     "F5_CONFIGS",
@@ -413,17 +414,6 @@ def load(path: str | Path, *, weights: str = "ema") -> F5Velocity:
     from flowkit.synth.inference import load_inference_model
 
     return F5Velocity(load_inference_model(path, weights=weights).model).eval()
-
-
-def file_sha256(path: Path) -> str:
-    """The sha256 of a file, read in 4 MiB pieces."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def describe_source(path: Path, arch: str, weights: str, *, sha256: str | None = None,

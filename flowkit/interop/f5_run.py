@@ -34,13 +34,12 @@ from flowkit.interop.f5 import (
     describe_source,
     f5_names_of,
     f5_state_from_flowkit,
-    file_sha256,
     flowkit_state_from_f5,
     model_config_from_f5_state,
     read_f5_checkpoint,
     weight_dtypes,
 )
-from flowkit.io import missing_dirs, remove_dirs
+from flowkit.io import file_sha256, missing_dirs, remove_dirs
 
 __all__ = ["EXPORT_RECORD", "F5_INFER_CONFIG", "export_f5", "import_f5", "imported_record"]
 
