@@ -223,6 +223,7 @@ def collate(
     cfg_drop: CFGDrop,
     rng: np.random.Generator | None,
     row_frames: int | None = None,
+    drops: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> Batch:
     """Assemble the `Batch` of ``plans``.
 
@@ -249,6 +250,8 @@ def collate(
         rng: the data stream; None for evaluation (no CFG dropout, nothing drawn).
         row_frames: rows the model packs the items into (`flowkit.model.packing.PackLayout`,
             planned here on the CPU and carried in ``cond.layout``); None: one row.
+        drops: ``(drop_text [b], drop_prompt [b])`` drawn beforehand
+            (`flowkit.batching.builder.BatchBuilder.plan`); ``rng`` must then be None.
 
     Raises:
         ConfigError: unknown ``text_path``.
@@ -260,6 +263,8 @@ def collate(
         raise ConfigError(f"text_path={text_path!r}: use one of {', '.join(TEXT_PATHS)}")
     if not plans:
         raise DataError("collate: empty batch")
+    if drops is not None and rng is not None:
+        raise ValueError("collate: give the CFG drops or the rng to draw them from, not both")
     aligned = text_path == "aligned"
     segs = _Segments(segments)
     items = [_layout(p, segs, latents_by_index, aligned) for p in plans]
@@ -268,7 +273,13 @@ def collate(
     frames = np.fromiter((it.n for it in items), np.int64, count=b)
     n = int(frames.max())
     d = items[0].parts[-1].shape[1]
-    ids = [encode_text(vocab, it.text, s.language) for it, s in zip(items, meta, strict=True)]
+    if aligned and hasattr(vocab, "encode_units"):
+        # a front end whose tokens are not the text's characters (phonemes) re-indexes the units
+        encoded = [vocab.encode_units(it.text, it.units or (), s.language) for it, s in zip(items, meta, strict=True)]
+        ids = [e[0] for e in encoded]
+        items = [attrs.evolve(it, units=e[1]) for it, e in zip(items, encoded, strict=True)]
+    else:
+        ids = [encode_text(vocab, it.text, s.language) for it, s in zip(items, meta, strict=True)]
     chars = np.fromiter((len(t) for t in ids), np.int64, count=b)
     nt = max(1, int(chars.max()))
     spans = np.asarray([it.target for it in items], dtype=np.int64).reshape(b, 2)
@@ -311,7 +322,7 @@ def collate(
         np.float32,
     )
     lang_index = {name: k + 1 for k, name in enumerate(languages)}
-    drop_text, drop_prompt = cfg_drop.draw(b, rng)
+    drop_text, drop_prompt = cfg_drop.draw(b, rng) if drops is None else drops
 
     extra: dict[str, torch.Tensor] = {}
     num_chars = int(chars.sum())

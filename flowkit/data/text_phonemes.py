@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import shutil
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -99,14 +100,32 @@ def split_symbols(phonemized: str) -> list[str]:
     return out
 
 
+#: libespeak-ng keeps one global state: batch-building threads take turns
+_ESPEAK = threading.Lock()
+
+
 @functools.lru_cache(maxsize=200_000)
 def phonemize(text: str, voice: str) -> tuple[str, ...]:
     """IPA symbols of ``text`` read with the espeak-ng ``voice`` (cached per process)."""
     from phonemizer.separator import Separator
 
-    [result] = _backend(voice).phonemize([normalize_text(text)], separator=Separator(phone=" ", word="|", syllable=""),
-                                         strip=True)
+    with _ESPEAK:
+        [result] = _backend(voice).phonemize([normalize_text(text)],
+                                             separator=Separator(phone=" ", word="|", syllable=""), strip=True)
     return tuple(split_symbols(result))
+
+
+def _gap_symbols(gap: str) -> list[str]:
+    """Symbols of the text between two units: its punctuation, and one word boundary for
+    any run of spaces (nothing for an empty gap)."""
+    out: list[str] = []
+    for ch in gap:
+        if ch.isspace():
+            if not out or out[-1] != WORD:
+                out.append(WORD)
+        elif ch in PUNCTUATION:
+            out.append(ch)
+    return out
 
 
 @attrs.define
@@ -141,10 +160,42 @@ class PhonemeVocab:
         return phonemize(text, voice)
 
     def encode(self, text: str, language: str = "") -> list[int]:
-        """Ids ``[nt]`` of ``text`` phonemized in ``language``; unseen symbols become 1 (counted)."""
-        ids = [self._index.get(s, UNKNOWN_ID) for s in self.symbols_of(text, language)]
+        """Ids ``[nt]`` of ``text`` phonemized in ``language``; unseen symbols become 1 (counted).
+
+        A text of spaces only is the word boundary (``[id of " "]``): synthesis asks the
+        vocabulary for its separator that way.
+        """
+        symbols = (WORD,) if text and not text.strip() else self.symbols_of(text, language)
+        return self._ids(symbols)
+
+    def _ids(self, symbols: Iterable[str]) -> list[int]:
+        ids = [self._index.get(s, UNKNOWN_ID) for s in symbols]
         self.unknown_count += sum(1 for i in ids if i == UNKNOWN_ID)
         return ids
+
+    def encode_units(
+        self, text: str, units: Iterable[tuple[int, int, int, int]], language: str = ""
+    ) -> tuple[list[int], tuple[tuple[int, int, int, int], ...]]:
+        """Ids ``[nt]`` and unit timings over them, for the aligned text path.
+
+        ``units`` are ``(char_start, char_end, frame_start, frame_end)`` over ``text`` (in
+        order, not overlapping: as the store keeps them). Each unit's text is phonemized on
+        its own, so its symbols are exactly the unit's; the text between units gives its
+        punctuation and a word boundary (`_gap_symbols`), which belong to no unit (the
+        pauses the duration head learns). Returns the ids and ``(token_start, token_end,
+        frame_start, frame_end)`` per unit, the frames unchanged.
+        """
+        symbols: list[str] = []
+        out: list[tuple[int, int, int, int]] = []
+        pos = 0
+        for cs, ce, fs, fe in units:
+            symbols += _gap_symbols(text[pos:cs])
+            start = len(symbols)
+            symbols += self.symbols_of(text[cs:ce], language)
+            out.append((start, len(symbols), fs, fe))
+            pos = ce
+        symbols += _gap_symbols(text[pos:])
+        return self._ids(symbols), tuple(out)
 
     def decode(self, ids: Iterable[int]) -> str:
         """Symbols of ``ids`` joined (word boundaries are spaces); padding dropped, unknown -> U+FFFD."""

@@ -17,7 +17,7 @@ from flowkit.batching.builder import BatchBuilder
 from flowkit.batching.collate import CFGDrop
 from flowkit.batching.samplers import BatchStream
 from flowkit.console import say
-from flowkit.errors import ConfigError, DataError
+from flowkit.errors import DataError
 from flowkit.train import distributed
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
@@ -149,12 +149,7 @@ def build_parts(settings: Trainer, origin: DataOrigin, device: torch.device, ctx
         DataError: no usable training segment (or a store that cannot be read).
         ResumeError: the origin refuses the data (another fingerprint).
     """
-    from flowkit.data.text_phonemes import PhonemeFrontEnd
-
     model_config = settings.model
-    if model_config.text_path == "aligned" and isinstance(settings.text, PhonemeFrontEnd):
-        raise ConfigError("Trainer.text = @text.phonemes() with the aligned text path: unit timings index the raw "
-                          "text's characters, not phonemes; use text.chars there, or an unaligned model")
     train_set, val_set = _open_data(settings, model_config.text_path == "aligned", configs)
     try:
         fingerprint = train_set.fingerprint()

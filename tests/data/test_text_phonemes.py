@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 pytest.importorskip("phonemizer")
@@ -77,3 +78,57 @@ def test_training_with_phonemes_on_the_bundled_multilingual_clips(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in lines if r.get("kind") == "train"] == [1, 2, 3]
     assert im.vocab.encode("ciao", "it") == im.vocab.encode("ciao", "it") and 1 not in im.vocab.encode("ciao", "it")
+
+
+def test_units_over_phonemes_keep_each_words_symbols_and_frames():
+    """The aligned path's units re-indexed over phonemes: unit k owns exactly the symbols of
+    its own words, the text between units gives separators only, frames are unchanged."""
+    text = "For they cast iniquity upon me, and in wrath."
+    spans = [(0, 3), (4, 8), (9, 13), (14, 22), (23, 27), (28, 30), (32, 35), (36, 44)]  # "in wrath" one unit
+    units = [(cs, ce, 10 * k, 10 * k + 8) for k, (cs, ce) in enumerate(spans)]
+    vocab = PhonemeFrontEnd().build_vocab([text], ["en"])
+    ids, token_units = vocab.encode_units(text, units, "en")
+    assert [u[2:] for u in token_units] == [u[2:] for u in units]
+    for (ts, te, _, _), (cs, ce) in zip(token_units, spans, strict=True):
+        assert vocab.decode(ids[ts:te]) == "".join(phonemize(text[cs:ce], "en-us")), text[cs:ce]
+    # between units: a word boundary, the comma before "and", the full stop at the end
+    gaps = [vocab.decode(ids[a[1]:b[0]]) for a, b in zip(token_units, token_units[1:])]
+    assert gaps == [" "] * 5 + [", "] + [" "]
+    assert vocab.decode(ids[token_units[-1][1]:]) == "."
+    assert 1 not in ids
+    # synthesis asks for its separator with a space: the word boundary's id
+    assert vocab.encode(" ") == [vocab.encode("a b")[1]] and vocab.decode(vocab.encode(" ")) == " "
+
+
+def test_aligned_path_trains_on_phonemes_and_synthesises(tmp_path):
+    """E11 (unit timings) with phoneme input: the collate hands the model units over phoneme
+    ids, the duration head learns them, and synthesis sizes its units from the word boundary."""
+    import importlib.util
+
+    from train_helpers import train
+
+    spec = importlib.util.spec_from_file_location("train_fixtures", Path(__file__).resolve().parents[1] / "train" / "conftest.py")
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    write_store = fixtures.write_store
+
+    from flowkit.synth.inference import generate, load_inference_model
+    from flowkit.synth.sample import Utterance, inference_conditions
+
+    store = write_store(tmp_path / "s.zarr")
+    e11 = Path(__file__).resolve().parents[2] / "gin" / "e11_aligned.gin"
+    outcome = train(store, tmp_path / "run", "model.dit.preset = 'tiny'", "Trainer.text = @text.phonemes()",
+                    steps=3, config=e11)
+    assert outcome.status == "completed" and outcome.step == 3
+    im = load_inference_model(tmp_path / "run")
+    assert isinstance(im.vocab, PhonemeVocab) and " " in im.vocab.symbols
+    lines = [json.loads(x) for x in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    train_lines = [r for r in lines if r.get("kind") == "train"]
+    assert train_lines and all(r["loss"] == r["loss"] for r in train_lines)  # finite: no NaN
+    assert all(r["loss/duration_l1"] > 0 for r in train_lines)  # the duration head learned the phonemes
+    utterance = Utterance(text=im.vocab.encode("la mora tie", "en"), language=1)
+    space = [i for i in im.vocab.encode(" ") if i > 1]
+    cond = inference_conditions(im.model, [utterance], separator_ids=space)
+    assert int(cond.unit_mask.sum()) == 3  # one unit per word, sized by the duration head
+    [latents] = generate(im, [utterance], steps=2)
+    assert latents.shape == (int(cond.target_mask.sum()), 8) and np.isfinite(latents).all()
