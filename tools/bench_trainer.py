@@ -65,8 +65,14 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
                                row_frames=sampler.row_frames)
         rng = np.random.default_rng(0)
 
-        def build(builder=builder, stream=stream, rng=rng):
-            return builder.build(stream.next()[1], rng, train=True)[0]
+        def plan(builder=builder, stream=stream, rng=rng):
+            return builder.plan(stream.next()[1], rng, train=True)
+
+        def assemble(p, builder=builder):
+            return builder.assemble(p)[0]
+
+        def build(plan=plan, assemble=assemble):
+            return assemble(plan())
 
         real = padded = packed = rows4k = 0
         for _ in range(len(stream.plan(0).batches)):
@@ -78,25 +84,31 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
         print(f"{gin}: budget {sampler.frame_budget}, max items {sampler.max_items}; padded batch "
               f"{100 * (1 - real / padded):.1f} % padding; rows of 4096 frames {100 * (1 - real / rows4k):.2f} %")
         print(f"padding share: {100 * (1 - real / packed):.2f} %  ({gin}, row_frames={sampler.row_frames}; target < 2 %)")
-        times = []
+        times, plan_times = [], []
         for _ in range(max(40, len(stream.plan(0).batches))):  # the build alone, on this thread
             started = time.perf_counter()
-            build()
+            p = plan()
+            planned = time.perf_counter()
+            assemble(p)
             times.append(time.perf_counter() - started)
+            plan_times.append(planned - started)
         times.sort()
         print(f"batch build: median {1e3 * statistics.median(times):.2f} ms, 90th percentile "
-              f"{1e3 * times[int(0.9 * (len(times) - 1))]:.2f} ms  ({gin}, {len(times)} batches)")
+              f"{1e3 * times[int(0.9 * (len(times) - 1))]:.2f} ms; its plan (the draws, in order) median "
+              f"{1e3 * statistics.median(plan_times):.2f} ms  ({gin}, {len(times)} batches)")
         faults: list[int] = []  # minor page faults of each prefetched build (its own thread's)
 
-        def counted_build(build=build, faults=faults):
+        def counted(p, assemble=assemble, faults=faults):
             before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
-            batch = build()
+            batch = assemble(p)
             faults.append(resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before)
             return batch
 
-        for enabled in (False, True):
-            prefetcher = StepPrefetcher(counted_build if enabled else build, lambda: None, enabled=enabled,
-                                        depth=s.prefetch_steps)
+        workers = s.build_workers()
+        runs = [(False, 1), (True, 1)] + ([(True, workers)] if workers > 1 else [])
+        for enabled, n in runs:
+            prefetcher = StepPrefetcher(plan, lambda: None, enabled=enabled, depth=s.prefetch_steps,
+                                        workers=n, assemble=counted if enabled else assemble)
             waits = []
             for _ in range(steps):
                 started = time.perf_counter()
@@ -105,7 +117,8 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
                 time.sleep(0.010)  # the step itself, at GPU speed
             prefetcher.close()
             stall = sum(waits[2:]) / (sum(waits[2:]) + 0.010 * (steps - 2))
-            label = f"prefetch on, {s.prefetch_steps} steps ahead" if enabled else "prefetch off"
+            label = (f"prefetch on, {prefetcher.ahead} steps ahead, {n} build worker{'s' if n > 1 else ''}"
+                     if enabled else "prefetch off")
             print(f"data stall at a 10 ms step: {100 * stall:.1f} %  ({gin}, {label}; median wait "
                   f"{1e3 * statistics.median(waits[2:]):.1f} ms, longest {1e3 * max(waits[2:]):.1f} ms; target < 1 %)")
         print(f"page faults of the prefetched builds: {sum(faults)} in {len(faults)}; builds with more than "

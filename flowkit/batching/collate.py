@@ -27,10 +27,11 @@ import torch
 
 from flowkit.batching.pairing import ItemPlan
 from flowkit.data.labels import emotion_id
-from flowkit.data.text import encode_text
+from flowkit.data.stats import LatentStats
 from flowkit.errors import ConfigError, DataError
 from flowkit.model.conditions import Conditions
 from flowkit.model.packing import PackLayout
+from flowkit.text.vocabs import encode_text
 
 __all__ = ["TEXT_PATHS", "Batch", "CFGDrop", "collate"]
 
@@ -204,6 +205,15 @@ def _layout(
     )
 
 
+def _float32_stats(stats: Any, d: int) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """float32 ``(mean [d], std [d])`` of a `LatentStats` (whose ``normalize_`` is
+    ``(x - mean) / std`` in float32 for a float32 array), or ``(None, None)`` for statistics
+    of another kind, whose own ``normalize_`` is then called."""
+    if not isinstance(stats, LatentStats) or stats.mean.shape != (d,):
+        return None, None
+    return stats.mean.astype(np.float32), stats.std.astype(np.float32)
+
+
 def _ragged(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(row, col)`` int64 ``[sum(lengths)]`` of every cell of rows of ``lengths`` cells."""
     rows = np.repeat(np.arange(lengths.shape[0]), lengths)
@@ -287,16 +297,23 @@ def collate(
     # every element is written once below (no zero fill first)
     x1 = np.empty((b, n, d), np.float32)
     prompt = np.empty((b, n, d), np.float32)
+    # float32 (stores may hold float16, whose precision the normalised values would lose)
+    mean, std = _float32_stats(stats, d)
     for i, it in enumerate(items):
         at = 0
         for part in it.parts:
             if part.shape[1] != d:
                 segment_id, dim = meta[i].segment_id, part.shape[1]
                 raise DataError(f"segment {segment_id}: latent dim {dim} != {d} of the batch's other items")
-            x1[i, at : at + part.shape[0]] = part
+            # the copy into the batch is the subtraction's output: one pass less over the frames
+            rows = x1[i, at : at + part.shape[0]]
+            if mean is None:
+                rows[...] = part
+                stats.normalize_(rows)
+            else:
+                np.subtract(part, mean, out=rows)
+                np.divide(rows, std, out=rows)
             at += part.shape[0]
-        # float32 (stores may hold float16, whose precision the normalised values would lose)
-        stats.normalize_(x1[i, :at])
         x1[i, at:] = 0.0
         t0, t1 = it.target  # the prompt: x1 outside the target span, zero on it and on padding
         prompt[i, :t0] = x1[i, :t0]

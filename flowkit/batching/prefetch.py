@@ -1,82 +1,119 @@
-"""Building the next steps' micro-batches while the current step trains.
+"""Building the next steps' micro-batches while the current step trains, in several workers.
 
 A step on a GPU takes tens of milliseconds; building its batches (pairing, reads from the
-store, collation) takes a few milliseconds on the CPU, and now and then much longer when
-other processes hold the cores. `StepPrefetcher` runs the builds in one background thread
-that stays up to ``depth`` steps ahead of training, so the training thread only waits when
-the builds fall behind by more than that (a single slow build is absorbed by the steps
-already built). A thread, not a worker process: the build spends much of its time in numpy
-copies, torch conversions and file reads, which release the GIL; a process would have to
-pickle every batch back (and reopen the zarr stores, see the design notes on forking after
-zarr), which measured slower on 2 cores. One thread, not several: the builds of successive
-steps share the data stream, so they run one after another, in step order. Starting the
-thread also keeps freed host memory in the process (`flowkit.batching.host_memory`): a
-build whose padded arrays had to be faulted in afresh was what stalled the steps.
+store, collation) takes several milliseconds on the CPU -- an e13 batch 11-16 ms on a
+2-core Xeon, longer than the step it must hide behind -- and now and then much longer
+when other processes hold the cores. `StepPrefetcher` keeps up to ``ahead`` steps in
+flight (``max(depth, workers)``), so the training thread only waits when the builds fall
+behind by more than that, and builds up to ``workers`` of them at once.
 
-Bit-identical resume still holds. The batches are built by the same code, in the same
-order, from the same sampler position and data stream as without prefetching -- only
-earlier. The thread owns the sampler and the data stream while it runs; each build
-returns, with its batches, a *snapshot* of both taken right after it. A checkpoint
-records the snapshot of the last step actually consumed, so batches that were prefetched
-but not consumed (the run stopped, or was killed mid-build) leave no trace: a resume
-starts from the state just after the consumed step and builds those batches again.
+A build has two halves (`flowkit.batching.builder`): the *plan* makes every random draw
+of the step (the batch sampler's next batches, the pairing and CFG-dropout draws from the
+data stream), the *assembly* reads the latents and collates, drawing nothing. Plans are
+made by one thread, one step after another in step order, exactly as a single-threaded
+build makes them; only the assemblies run in parallel. So the batches, their order and
+every draw are those of one thread whatever the number of workers and whichever assembly
+finishes first: `get` hands out the steps in the order they were planned, waiting for a
+slow one while later ones are done.
+
+Threads, not processes: the assembly spends most of its time in the reads (``preadv``),
+the float16 conversion (a torch op) and numpy copies and arithmetic over whole arrays, all
+of which release the GIL; a process would have to pickle every batch back (tens of MB)
+and reopen the zarr stores (see the design notes on forking after zarr). Measured on a
+2-core Xeon: docs/performance.md, "Batch building". Starting the workers also keeps freed
+host memory in the process (`flowkit.batching.host_memory`): a build whose padded arrays
+had to be faulted in afresh was what stalled the steps.
+
+Bit-identical resume still holds. Each plan returns, with its step, a *snapshot* of the
+sampler position and the data stream taken right after it. A checkpoint records the
+snapshot of the last step actually consumed, so steps that were planned or assembled but
+not consumed (the run stopped, or was killed mid-build) leave no trace: a resume starts
+from the state just after the consumed step and plans those steps again.
 """
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Generic, TypeVar
 
 import attrs
 
 from flowkit.batching.host_memory import keep_freed_memory
 
-__all__ = ["Prefetched", "StepPrefetcher"]
+__all__ = ["MAX_DEFAULT_WORKERS", "Prefetched", "StepPrefetcher", "default_batch_workers"]
 
 T = TypeVar("T")
+
+#: the default number of build workers stops here: beyond it a GPU host's cores serve the
+#: training process itself (data-loader threads of other ranks, the CUDA launch thread).
+MAX_DEFAULT_WORKERS = 8
+
+
+def default_batch_workers() -> int:
+    """Build workers when ``Trainer.batch_workers`` is None: the cores this process may run
+    on (its CPU affinity, e.g. a container's or a ``taskset``'s), at most
+    `MAX_DEFAULT_WORKERS`."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_DEFAULT_WORKERS, cores))
 
 
 @attrs.frozen
 class Prefetched(Generic[T]):
-    """One step's product and the data-state snapshot taken right after building it."""
+    """One step's product and the data-state snapshot taken right after planning it."""
 
     value: T
     state: Any
 
 
-class StepPrefetcher(Generic[T]):
-    """Calls ``build()`` up to ``depth`` steps ahead in a background thread (or inline when
-    disabled).
+def _done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
 
-    ``build`` makes one step's micro-batches; ``snapshot`` captures the state that build
-    advanced (sampler position, data stream), called in the same thread right after it.
-    Exceptions raised by ``build`` are re-raised by `get` in the caller's thread, at the
-    step whose build raised (the steps built before it are handed out first).
+
+class StepPrefetcher(Generic[T]):
+    """Plans steps in order in a background thread and assembles up to ``workers`` of them at
+    once, up to ``max(depth, workers)`` steps ahead of the consumer (or everything inline
+    when disabled).
+
+    ``build`` plans one step (it alone advances the state ``snapshot`` captures: sampler
+    position, data stream); ``snapshot`` is called in the same thread right after it;
+    ``assemble`` (None: the identity) turns a plan into the step's product in a worker.
+    With one worker the planning thread assembles too: one thread, as before workers.
+    Exceptions raised by ``build`` or ``assemble`` are re-raised by `get` in the caller's
+    thread, at the step that raised (the steps planned before it are handed out first).
 
     Raises:
-        ValueError: ``depth < 1``.
+        ValueError: ``depth < 1`` or ``workers < 1``.
     """
 
-    def __init__(self, build: Callable[[], T], snapshot: Callable[[], Any], *, enabled: bool = True,
-                 depth: int = 2) -> None:
+    def __init__(self, build: Callable[[], Any], snapshot: Callable[[], Any], *, enabled: bool = True,
+                 depth: int = 2, workers: int = 1, assemble: Callable[[Any], T] | None = None) -> None:
         if depth < 1:
             raise ValueError(f"StepPrefetcher: depth = {depth} must be >= 1")
-        self._build = build
+        if workers < 1:
+            raise ValueError(f"StepPrefetcher: workers = {workers} must be >= 1")
+        self._plan = build
         self._snapshot = snapshot
+        self._assemble: Callable[[Any], T] = assemble if assemble is not None else (lambda plan: plan)
         self.enabled = enabled
         self.depth = depth
-        self._results: queue.Queue[tuple[bool, Any]] = queue.Queue()
-        self._slots = threading.Semaphore(depth)  # builds the thread may start before one is consumed
+        self.workers = workers
+        self.ahead = max(depth, workers)  # steps planned and not consumed, at most
+        self._results: queue.Queue[tuple[Future[T] | BaseException, Any]] = queue.Queue()
+        self._slots = threading.Semaphore(self.ahead)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
-        self._started = 0  # builds started by the thread and not consumed yet
-
-    def _make(self) -> Prefetched[T]:
-        value = self._build()
-        return Prefetched(value, self._snapshot())
+        self._started = 0  # steps planned by the thread and not consumed yet
 
     def _work(self) -> None:
         while True:
@@ -86,56 +123,78 @@ class StepPrefetcher(Generic[T]):
             with self._lock:
                 self._started += 1
             try:
-                self._results.put((True, self._make()))
+                plan = self._plan()
+                state = self._snapshot()
+                if self._pool is None:
+                    future = _done(self._assemble(plan))
+                else:
+                    future = self._pool.submit(self._assemble, plan)
             except BaseException as exc:  # handed to the training thread, raised there
-                self._results.put((False, exc))
+                self._results.put((exc, None))
                 return
+            self._results.put((future, state))
 
     def _start(self) -> None:
         keep_freed_memory()  # the builds reuse freed memory instead of faulting fresh pages in
         self._stop = threading.Event()
-        self._slots = threading.Semaphore(self.depth)
+        self._slots = threading.Semaphore(self.ahead)
         self._started = 0
+        if self.workers > 1:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="flowkit-batch")
         self._thread = threading.Thread(target=self._work, name="flowkit-prefetch", daemon=True)
         self._thread.start()
 
     def get(self) -> Prefetched[T]:
-        """This step's micro-batches (waiting for the build if it is not done); the thread
-        goes on building the steps after it.
+        """The next step's micro-batches, in planning order (waiting for its assembly if it
+        is not done); the workers go on with the steps after it.
 
         Raises:
-            Exception: whatever ``build`` raised (a bad item, a read error).
+            Exception: whatever ``build`` or ``assemble`` raised (a bad item, a read error);
+                the steps after it are dropped and a later `get` plans on from the state the
+                failed step left.
         """
         if not self.enabled:
-            return self._make()
+            return Prefetched(self._assemble(self._plan()), self._snapshot())
         if self._thread is None:
             self._start()
-        ok, result = self._results.get()
+        got, state = self._results.get()
         with self._lock:
             self._started -= 1
-        if not ok:
+        if isinstance(got, BaseException):
             assert self._thread is not None
             self._thread.join()  # it returned after putting the exception
             self._thread = None
-            raise result
+            self._shutdown()
+            raise got
+        try:
+            value = got.result()
+        except BaseException:
+            self.close()
+            raise
         self._slots.release()
-        return result
+        return Prefetched(value, state)
 
     @property
     def in_flight(self) -> bool:
-        """A build was started (or finished) ahead and its result is not consumed yet."""
+        """A step was planned ahead and its result is not consumed yet."""
         with self._lock:
             return self._thread is not None and self._started > 0
 
+    def _shutdown(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+        while not self._results.empty():
+            self._results.get_nowait()
+        self._started = 0
+
     def close(self) -> None:
-        """Stop the thread after the build in flight and drop every unconsumed result (the
-        sampler and data stream stay advanced by them: only a snapshot from `get` may be
-        saved afterwards)."""
+        """Stop planning after the step in flight, wait for the assemblies running and drop
+        every unconsumed result (the sampler and data stream stay advanced by them: only a
+        snapshot from `get` may be saved afterwards)."""
         if self._thread is not None:
             self._stop.set()
             self._slots.release()  # wake the thread if it waits for a free slot
             self._thread.join()
             self._thread = None
-            while not self._results.empty():
-                self._results.get_nowait()
-            self._started = 0
+        self._shutdown()

@@ -48,6 +48,7 @@ RESUME_ALLOW: tuple[str, ...] = (
     # how fast, not what: the same batches, draws and (on one device type) the same numbers
     "Trainer.prefetch",
     "Trainer.prefetch_steps",
+    "Trainer.batch_workers",
     "Trainer.peak_tflops",
     "Trainer.memory_check",
     "Trainer.max_memory_gb",

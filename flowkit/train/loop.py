@@ -180,9 +180,12 @@ class TrainingLoop:
         # The next steps' micro-batches are built in a background thread while this step
         # trains (flowkit.batching.prefetch); checkpoints record the sampler position and
         # data stream of the last consumed step, never those of a prefetched one.
-        self.prefetcher = StepPrefetcher(self._build_step, self._data_snapshot,
+        # Steps are planned (every draw) in order in one thread and assembled (reads,
+        # collation) by batch_workers threads at once: the same batches as one thread.
+        self.prefetcher = StepPrefetcher(self._plan_step, self._data_snapshot,
                                          enabled=settings.prefetch and not settings.overfit_one_batch,
-                                         depth=settings.prefetch_steps)
+                                         depth=settings.prefetch_steps, workers=settings.build_workers(),
+                                         assemble=self._assemble_step)
         self._consumed: dict[str, Any] | None = None
         self._window = PairingCounts()
         # torch.distributed: ``model`` is the unwrapped module (EMA, evaluation, checkpoints);
@@ -269,19 +272,27 @@ class TrainingLoop:
             self._overfit = batches
         return batches, counts
 
-    def _build_step(self) -> tuple[list[Batch], PairingCounts]:
-        """One step's CPU micro-batches (in the prefetch thread: it owns the sampler and the
-        data stream between builds), pinned for asynchronous copies on CUDA."""
-        batches, counts = [], PairingCounts()
+    def _plan_step(self) -> list[Any]:
+        """The plans of one step's micro-batches: the sampler's next batches and every draw
+        from the data stream (in the prefetch thread: it owns both between plans)."""
+        plans = []
         for _ in range(self.settings.grad_accum_steps):
             _, indices = self.stream.next()
-            batch, plan_counts = self.builder.build(indices, self.streams.data, train=True)
+            plans.append(self.builder.plan(indices, self.streams.data, train=True))
+        return plans
+
+    def _assemble_step(self, plans: Sequence[Any]) -> tuple[list[Batch], PairingCounts]:
+        """One step's CPU micro-batches from their plans (in a build worker; draws nothing),
+        pinned for asynchronous copies on CUDA."""
+        batches, counts = [], PairingCounts()
+        for plan in plans:
+            batch, plan_counts = self.builder.assemble(plan)
             batches.append(batch.pin_memory() if self.device.type == "cuda" else batch)
             counts.add(plan_counts)
         return batches, counts
 
     def _data_snapshot(self) -> dict[str, Any]:
-        """Sampler position and data-stream state right after a build (see `_build_step`)."""
+        """Sampler position and data-stream state right after a step's plan (see `_plan_step`)."""
         return {"sampler": self.stream.state_dict(), "data": self.streams.data.bit_generator.state}
 
     def _sampler_state(self) -> dict[str, Any]:

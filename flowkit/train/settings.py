@@ -18,6 +18,7 @@ import attrs
 import gin
 
 from flowkit import registry
+from flowkit.batching.prefetch import default_batch_workers
 from flowkit.errors import ConfigError
 from flowkit.protocols import (
     BatchSampler,
@@ -147,6 +148,11 @@ class Trainer:
     # (more absorbs slower builds, at the memory of that many steps' batches).
     prefetch: bool = True
     prefetch_steps: int = attrs.field(default=2, validator=_positive)
+    # Threads that assemble those batches (reads, collation) at once, up to
+    # max(prefetch_steps, batch_workers) steps ahead; the draws are made in step order by one
+    # thread, so any number gives the same batches. None = the cores this process may use,
+    # at most 8 (flowkit.batching.prefetch.default_batch_workers); 1 = one build thread.
+    batch_workers: int | None = attrs.field(default=None, validator=_positive)
     # torch.compile the DiT's feed-forward and modulation (off: compilation takes minutes for
     # a large model; it needs a C++ compiler on the CPU and Triton on CUDA).
     compile: bool = False
@@ -167,6 +173,10 @@ class Trainer:
     # DDP's find_unused_parameters: only for a model that leaves parameters out of some
     # forward passes (the built-in DiT does not; True costs a graph walk per step).
     ddp_find_unused_parameters: bool = False
+
+    def build_workers(self) -> int:
+        """``batch_workers``, or the default for this machine when it is None."""
+        return self.batch_workers if self.batch_workers is not None else default_batch_workers()
 
     def __attrs_post_init__(self) -> None:
         for slot, kind in SLOT_KINDS.items():
