@@ -329,8 +329,8 @@ class _Synthesiser:
         import torch
 
         from flowkit.data.labels import emotion_id, recorded_buckets
-        from flowkit.data.text import encode_text
         from flowkit.synth.sample import Utterance, inference_conditions, synthesize, target_spans
+        from flowkit.text.vocabs import encode_text
         from flowkit.train.randomness import derive_seed
 
         im = self.im

@@ -13,7 +13,7 @@ final modulation stores shift before scale, the GRN gains are flat).
 
 Token ids: F5 numbers its ``vocab.txt`` lines from 0 and pads batches with -1; its
 embedding adds 1 so row 0 is a filler. flowkit's ids are F5's plus one (0 = padding, the
-same row), see `flowkit.data.text_f5`.
+same row), see `flowkit.text.f5`.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def imported_record(checkpoint: str | Path) -> dict[str, Any]:
 
 
 def _vocab(vocab_file: Path | None, checkpoint: Path, rows: int):
-    from flowkit.data.text_f5 import F5Vocab, read_vocab_file
+    from flowkit.text.f5 import F5Vocab, read_vocab_file
 
     path = vocab_file or checkpoint.parent / "vocab.txt"
     if not path.is_file():
@@ -288,9 +288,9 @@ def export_f5(checkpoint: str | Path, out: str | Path) -> tuple[Path, Path]:
 
     from flowkit import __version__
     from flowkit.checkpoints import files as ckpt
-    from flowkit.data.text_f5 import F5Vocab
     from flowkit.io import fsync_dir
     from flowkit.synth.inference import resolve_checkpoint, store_encoder
+    from flowkit.text.f5 import F5Vocab
 
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):

@@ -68,11 +68,11 @@ def sample_blocks(
     """
     from flowkit.data.dataset import LatentDataset
     from flowkit.data.encoder_records import check_vocoder, vocoder_label
-    from flowkit.data.text import encode_text
     from flowkit.errors import CheckpointError
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.sample import Utterance, recorded_labels
     from flowkit.synth.vocoders import choose_vocoder
+    from flowkit.text.vocabs import encode_text
 
     try:
         im = load_inference_model(run_dir, weights="ema")

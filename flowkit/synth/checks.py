@@ -50,9 +50,9 @@ def unknown_symbols(vocab: Any, text: str, language: str = "") -> tuple[int, int
     themselves (``vocab.missing`` where the front end has it).
 
     Any front end's vocabulary works: its ``unknown_count`` grows by the ids it could not
-    find (`flowkit.data.text`, ``text_f5``, ``text_phonemes``).
+    find (`flowkit.text.chars`, ``text_f5``, ``text_phonemes``).
     """
-    from flowkit.data.text import encode_text
+    from flowkit.text.vocabs import encode_text
 
     before = int(getattr(vocab, "unknown_count", 0))
     ids = encode_text(vocab, text, language)

@@ -175,8 +175,8 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
         ConfigError: an unknown ``weights``, or a config that no longer parses.
     """
     from flowkit.data.stats import LatentStats
-    from flowkit.data.text import vocab_from_state_dict
     from flowkit.model.dit import DiTConfig
+    from flowkit.text.vocabs import vocab_from_state_dict
 
     if weights not in ("ema", "raw"):
         raise ConfigError(f"weights = {weights!r}; use 'ema' or 'raw'")

@@ -180,7 +180,6 @@ def synthesize_file(
 
     from flowkit.console import Progress
     from flowkit.data.encoder_records import check_vocoder, vocoder_label
-    from flowkit.data.text import encode_text
     from flowkit.flow.solvers import time_grid
     from flowkit.io import atomic_write_bytes
     from flowkit.synth.checks import cut_prompt, prompt_warnings, text_warnings
@@ -189,6 +188,7 @@ def synthesize_file(
     from flowkit.synth.sample import Utterance, inference_conditions
     from flowkit.synth.vocoders import choose_vocoder
     from flowkit.synth.wav import output_format, wav_bytes
+    from flowkit.text.vocabs import encode_text
 
     output_format(Path(out))  # a folder or a name without .wav: said before the model is loaded
     if prompt is not None:

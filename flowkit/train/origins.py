@@ -44,7 +44,7 @@ class Fresh:
 
     def data_state(self, settings: Trainer, train_set: Any) -> tuple[Any, Any, list[str]]:
         from flowkit.data.stats import compute_latent_stats
-        from flowkit.data.text import build_vocab_for
+        from flowkit.text.vocabs import build_vocab_for
 
         vocab = build_vocab_for(settings.text, train_set.segments.texts(), train_set.segments.field("language"))
         languages = sorted(v for v in train_set.segments.values("language") if v)
@@ -56,7 +56,7 @@ class Fresh:
 
 def _checkpoint_data_state(loaded: checkpoint.LoadedCheckpoint) -> tuple[Any, Any, list[str]]:
     from flowkit.data.stats import LatentStats
-    from flowkit.data.text import vocab_from_state_dict
+    from flowkit.text.vocabs import vocab_from_state_dict
 
     meta = loaded.meta
     return LatentStats.from_dict(meta["latent_stats"]), vocab_from_state_dict(meta["vocab"]), list(meta["languages"])

@@ -25,6 +25,7 @@ LAYERS: list[list[str]] = [
     ["flowkit.registry", "flowkit.hub"],  # hub: hf:// references to local cached paths
     ["flowkit"],  # the public API: flowkit.register, flowkit.FlowkitError
     ["flowkit.config"],
+    ["flowkit.text"],  # text front ends: token ids of a text (chars, F5 tokens, phonemes)
     # the checkpoint format: written by training, read by synthesis, reports and interop
     ["flowkit.checkpoints"],
     ["flowkit.data", "flowkit.flow", "flowkit.asr", "flowkit.judges"],
@@ -53,7 +54,10 @@ def _modules() -> list[str]:
 
 def _unit(module: str) -> str:
     parts = module.split(".")
-    for n in range(len(parts), 0, -1):
+    if len(parts) == 1:
+        return module
+    # never the bare "flowkit" for a submodule: a package missing from LAYERS must fail
+    for n in range(len(parts), 1, -1):
         if ".".join(parts[:n]) in LAYER_OF:
             return ".".join(parts[:n])
     return ".".join(parts[:2])

@@ -8,8 +8,8 @@ import unicodedata
 import pytest
 
 from flowkit.data import labels
-from flowkit.data.text import CharVocab, build_vocab
 from flowkit.registry import get
+from flowkit.text.chars import CharVocab, build_vocab
 
 
 def test_vocab_ids_are_sorted_nfc_characters():

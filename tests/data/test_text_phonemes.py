@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import sys
@@ -18,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "train"))
 
 from real_clips import real_clips  # noqa: E402
 
-from flowkit.data.text_phonemes import (  # noqa: E402
+from flowkit.text.phonemes import (  # noqa: E402
     PhonemeFrontEnd,
     PhonemeVocab,
     phonemize,
@@ -92,7 +93,7 @@ def test_units_over_phonemes_keep_each_words_symbols_and_frames():
     for (ts, te, _, _), (cs, ce) in zip(token_units, spans, strict=True):
         assert vocab.decode(ids[ts:te]) == "".join(phonemize(text[cs:ce], "en-us")), text[cs:ce]
     # between units: a word boundary, the comma before "and", the full stop at the end
-    gaps = [vocab.decode(ids[a[1]:b[0]]) for a, b in zip(token_units, token_units[1:])]
+    gaps = [vocab.decode(ids[a[1]:b[0]]) for a, b in itertools.pairwise(token_units)]
     assert gaps == [" "] * 5 + [", "] + [" "]
     assert vocab.decode(ids[token_units[-1][1]:]) == "."
     assert 1 not in ids

@@ -55,8 +55,8 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run directory with one random-weight checkpoint of the tiny preset (log-mel latents)."""
     from flowkit.checkpoints.files import save_checkpoint
     from flowkit.data.encoders import LogMel
-    from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
+    from flowkit.text.chars import build_vocab
 
     root = tmp_path_factory.mktemp("run")
     enc = LogMel()

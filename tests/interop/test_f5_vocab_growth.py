@@ -9,10 +9,10 @@ import torch
 from f5_files import write_f5_safetensors
 
 from flowkit.checkpoints.files import load_checkpoint
-from flowkit.data.text import vocab_from_state_dict
 from flowkit.interop.f5_run import import_f5
 from flowkit.model.conditions import Conditions
 from flowkit.model.dit import DiTConfig
+from flowkit.text.vocabs import vocab_from_state_dict
 from flowkit.train.compatibility import check_init_from_model
 from flowkit.train.vocab_growth import TEXT_EMBEDDING, grow_text_embedding
 

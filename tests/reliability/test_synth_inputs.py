@@ -25,8 +25,8 @@ WORDS = "la mora sun tie kell agent logged off"
 
 def _checkpoint(root: Path, *, languages: tuple[str, ...] = ("en",), text_path: str = "aligned") -> Path:
     from flowkit.checkpoints.files import save_checkpoint
-    from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
+    from flowkit.text.chars import build_vocab
 
     torch.manual_seed(0)
     vocab = build_vocab([WORDS + " ."])
@@ -200,7 +200,7 @@ def _split(languages: list[str], texts: list[str] | None = None) -> object:
 
 
 def _probe(settings_kwargs: dict, split: object, model_languages: list[str]) -> object:
-    from flowkit.data.text import build_vocab
+    from flowkit.text.chars import build_vocab
     from flowkit.train.probe import ProbeRunner, ProbeSettings
 
     settings = ProbeSettings(asr=_Recogniser(), **settings_kwargs)

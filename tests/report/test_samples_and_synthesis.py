@@ -85,8 +85,8 @@ def test_synthesize_refuses_prompt_without_text(real_run: Path, tmp_path: Path) 
 def aligned_checkpoint(tmp_path: Path) -> Path:
     """A tiny aligned-path model saved in the trainer's checkpoint format (untrained weights)."""
     from flowkit.checkpoints.files import save_checkpoint
-    from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
+    from flowkit.text.chars import build_vocab
 
     torch.manual_seed(0)
     vocab = build_vocab(["la mora sun tie kell"])
@@ -150,9 +150,9 @@ def test_synthesis_reads_its_components_from_the_checkpoint_not_the_config(tmp_p
     """A run whose config names a component not installed here (a wandb-like logger of a
     plugin) still synthesises: schedule and solver come from meta["synthesis"]."""
     from flowkit.checkpoints.files import save_checkpoint
-    from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
     from flowkit.synth.inference import load_inference_model
+    from flowkit.text.chars import build_vocab
 
     torch.manual_seed(0)
     vocab = build_vocab(["la mora"])

@@ -33,8 +33,8 @@ def save_tiny_checkpoint(root: Path, encoder: dict | None, *, latent_dim: int, f
                          vocoder: dict | None = None, mean: float = -4.0) -> Path:
     """A tiny unaligned model in the trainer's checkpoint format; ``encoder`` None: an old meta."""
     from flowkit.checkpoints.files import save_checkpoint
-    from flowkit.data.text import build_vocab
     from flowkit.model.dit import DiTConfig
+    from flowkit.text.chars import build_vocab
 
     torch.manual_seed(0)
     vocab = build_vocab(["la mora sun tie kell"])

@@ -19,9 +19,9 @@ import torch
 from flowkit.batching.collate import Batch, CFGDrop
 from flowkit.batching.pairing import CrossSegment, InClip, ItemPlan, needed_indices
 from flowkit.data.labels import emotion_id
-from flowkit.data.text import encode_text
 from flowkit.model.conditions import Conditions
 from flowkit.model.packing import PackLayout
+from flowkit.text.vocabs import encode_text
 
 
 def _span(n: int, lo: float, hi: float, u_frac: float, u_start: float) -> tuple[int, int]:

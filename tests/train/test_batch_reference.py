@@ -24,7 +24,7 @@ from flowkit.batching.pairing import CrossSegment, InClip
 from flowkit.data.dataset import LatentDataset
 from flowkit.data.stats import compute_latent_stats
 from flowkit.data.store import SegmentRecord, StoreWriter
-from flowkit.data.text import build_vocab
+from flowkit.text.chars import build_vocab
 
 WORDS = ("la", "mora", "tie", "sun", "kell", "vo", "ambe", "rit", "é")
 EMOTIONS = ("neutral", "happy", "sad", "")

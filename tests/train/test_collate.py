@@ -13,8 +13,8 @@ from flowkit.batching.collate import Batch, CFGDrop, collate
 from flowkit.batching.pairing import CrossSegment, InClip, ItemPlan, needed_indices
 from flowkit.data.dataset import SegmentInfo
 from flowkit.data.stats import LatentStats
-from flowkit.data.text import build_vocab
 from flowkit.errors import ConfigError, DataError
+from flowkit.text.chars import build_vocab
 
 D = 3
 FPC = 2  # frames per character in the synthetic unit timings

@@ -15,8 +15,8 @@ from flowkit.batching.builder import BatchBuilder
 from flowkit.batching.collate import CFGDrop
 from flowkit.data.dataset import LatentDataset
 from flowkit.data.stats import compute_latent_stats
-from flowkit.data.text import build_vocab
 from flowkit.model.conditions import Conditions
+from flowkit.text.chars import build_vocab
 from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_sums, unit_weighted
 
 

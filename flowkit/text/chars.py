@@ -14,11 +14,10 @@ from typing import Any
 
 import attrs
 
-from flowkit.data.text_ids import PAD_ID, UNKNOWN_ID, normalize_text
 from flowkit.registry import register
+from flowkit.text.base import PAD_ID, UNKNOWN_ID, normalize_text
 
-__all__ = ["PAD_ID", "UNKNOWN_ID", "CharFrontEnd", "CharVocab", "build_vocab", "build_vocab_for", "encode_text",
-           "normalize_text", "vocab_from_state_dict"]
+__all__ = ["CharFrontEnd", "CharVocab", "build_vocab"]
 
 
 @attrs.define
@@ -99,39 +98,3 @@ class CharFrontEnd:
 def build_vocab(texts: Iterable[str]) -> CharVocab:
     """Shortcut for ``CharFrontEnd().build_vocab(texts)``."""
     return CharFrontEnd().build_vocab(texts)
-
-
-def encode_text(vocab: Any, text: str, language: str = "") -> list[int]:
-    """Ids ``[nt]`` of ``text`` with any front end's vocabulary: one that reads the
-    segment's language (``needs_language``, e.g. `flowkit.data.text_phonemes.PhonemeVocab`)
-    gets it, the others only the text."""
-    if getattr(vocab, "needs_language", False):
-        return vocab.encode(text, language)
-    return vocab.encode(text)
-
-
-def build_vocab_for(front_end: Any, texts: Iterable[str], languages: Iterable[str]) -> Any:
-    """``front_end.build_vocab`` of the training texts, with their languages when it reads them."""
-    if getattr(front_end, "needs_language", False):
-        return front_end.build_vocab(texts, languages)
-    return front_end.build_vocab(texts)
-
-
-def vocab_from_state_dict(state: dict[str, Any]) -> Any:
-    """The vocabulary a checkpoint saved, whichever text front end made it (by ``kind``).
-
-    Raises:
-        ValueError: an unknown vocabulary kind.
-    """
-    kind = state.get("kind")
-    if kind == "chars":
-        return CharVocab.from_state_dict(state)
-    if kind == "f5":
-        from flowkit.data.text_f5 import F5Vocab
-
-        return F5Vocab.from_state_dict(state)
-    if kind == "phonemes":
-        from flowkit.data.text_phonemes import PhonemeVocab
-
-        return PhonemeVocab.from_state_dict(state)
-    raise ValueError(f"vocabulary kind {kind!r} is not known (this flowkit reads 'chars', 'f5' and 'phonemes')")

@@ -1,7 +1,7 @@
 """What every text front end shares: the reserved ids and the Unicode normalisation.
 
-Every vocabulary (characters `flowkit.data.text`, F5-TTS tokens `flowkit.data.text_f5`,
-phonemes `flowkit.data.text_phonemes`) keeps id 0 for padding and id 1 for a symbol it
+Every vocabulary (characters `flowkit.text.chars`, F5-TTS tokens `flowkit.text.f5`,
+phonemes `flowkit.text.phonemes`) keeps id 0 for padding and id 1 for a symbol it
 lacks, and reads text after NFC normalisation, so checkpoints of any front end share one
 state-dict shape for their text embedding.
 """

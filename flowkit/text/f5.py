@@ -30,9 +30,9 @@ from typing import Any
 
 import attrs
 
-from flowkit.data.text_ids import UNKNOWN_ID
 from flowkit.errors import ConfigError
 from flowkit.registry import register
+from flowkit.text.base import UNKNOWN_ID
 
 # F5's own index 0 (its unknown token) is flowkit's UNKNOWN_ID; flowkit's ids are F5's + 1
 

@@ -29,9 +29,9 @@ from typing import Any
 
 import attrs
 
-from flowkit.data.text_ids import PAD_ID, UNKNOWN_ID, normalize_text
 from flowkit.errors import ConfigError, DataError
 from flowkit.registry import register
+from flowkit.text.base import PAD_ID, UNKNOWN_ID, normalize_text
 
 WORD = " "  # the symbol of a word boundary
 STRESS = frozenset("ˈˌ")
