@@ -17,7 +17,13 @@ so stand-in modules replace the packages this environment lacks. It needs
 
     .venv/bin/python tools/bench_peer.py F5_SRC_DIR [--pairs 10] [--profile]
 
-Prints the median step of each side and ``ratio flowkit/F5: X`` per text path (target <= 0.80).
+Prints the median step of each side and ``ratio flowkit/F5: X`` per text path (target <= 0.80),
+then the roofline of flowkit's step: its model FLOPs (`flowkit.model.flops.train_step_flops`),
+the FLOP/s it achieves, and the machine's GEMM rate measured in the same run at the step's
+own linear-layer shapes (forward ``X W^T`` and the two backward products, through MKL's
+``torch.mm`` and through the kernel flowkit's layers use, the faster counted): the step's
+share of that rate (target >= 80 %) and where the rest of the step goes (the GEMMs at that
+rate against attention, convolutions, element-wise work and the optimizer).
 """
 
 from __future__ import annotations
@@ -163,6 +169,66 @@ class FlowkitSide:
         self.opt.zero_grad(set_to_none=True)
 
 
+def _best_seconds(fn, reps: int) -> float:
+    fn()  # warm-up (kernel selection, allocation)
+    times = []
+    for _ in range(reps):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def _three_products(mm, x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor, reps: int) -> float:
+    """Seconds of a linear layer's three products with ``mm(a, b) = a @ b^T``: forward
+    ``x w^T``, input gradient ``dy w`` and weight gradient ``dy^T x``."""
+    w_t, dy_t, x_t = w.t().contiguous(), dy.t().contiguous(), x.t().contiguous()
+    with torch.no_grad():
+        return (_best_seconds(lambda: mm(x, w), reps) + _best_seconds(lambda: mm(dy, w_t), reps)
+                + _best_seconds(lambda: mm(dy_t, x_t), reps))
+
+
+def gemm_rate(tokens: int, reps: int = 5) -> tuple[float, float, str]:
+    """``(GEMM FLOPs, seconds, kernel)`` of one step's block linear layers at this machine's
+    best kernel: per block 4 ``[T c] x [c c]`` products (q, k, v, out) and the feed-forward
+    ``[T c] x [c f c]``, ``[T f c] x [f c c]``, each forward, input gradient and weight
+    gradient (`_three_products`); ``T = tokens``. Timed through ``torch.mm`` (MKL) and
+    flowkit's linear kernel (`flowkit.model.cpu_kernels.linear`); the faster of the two is
+    the machine's rate at these shapes."""
+    from flowkit.model import cpu_kernels
+
+    shapes = [(DIM, DIM)] * 4 + [(DIM, FF_MULT * DIM), (FF_MULT * DIM, DIM)]
+    g = torch.Generator().manual_seed(0)
+    flops, kernels = 0.0, {"mkl": 0.0, "flowkit": 0.0}
+    mms = {"mkl": lambda a, b: torch.mm(a, b.t()), "flowkit": cpu_kernels.linear}
+    for k_in, k_out in dict.fromkeys(shapes):
+        count = shapes.count((k_in, k_out)) * DEPTH
+        x, w, dy = (torch.randn(tokens, k_in, generator=g), torch.randn(k_out, k_in, generator=g),
+                    torch.randn(tokens, k_out, generator=g))
+        flops += count * 3 * 2.0 * tokens * k_in * k_out
+        for name, mm in mms.items():
+            kernels[name] += count * _three_products(mm, x, w, dy, reps)
+    best = min(kernels, key=kernels.get)
+    return flops, kernels[best], best
+
+
+def roofline(model: torch.nn.Module, data: dict, text_path: str, median_s: float) -> None:
+    """Print the step's model FLOPs, achieved FLOP/s and share of the machine's GEMM rate."""
+    from flowkit.model.flops import train_step_flops
+
+    b, n, _ = data["mel"].shape
+    chars = [len(c) for c in data["chars"]] if text_path == "aligned" else None
+    step_flops = train_step_flops(model, [n] * b, chars)
+    gemm_flops, gemm_s, kernel = gemm_rate(b * n)
+    rate = gemm_flops / gemm_s
+    achieved = step_flops / median_s
+    print(f"roofline ({text_path}): step {step_flops / 1e9:.1f} GFLOP (block GEMMs {gemm_flops / step_flops:.0%} of it), "
+          f"achieved {achieved / 1e9:.0f} GFLOP/s; machine GEMM rate at the step's shapes {rate / 1e9:.0f} GFLOP/s "
+          f"({kernel}); share {achieved / rate:.0%} (target >= 80 %)")
+    print(f"  time: block GEMMs at that rate {gemm_s * 1e3:.0f} ms of the {median_s * 1e3:.0f} ms step; the other "
+          f"{(median_s - gemm_s) * 1e3:.0f} ms: attention, convolutions, element-wise work, the loss, the optimizer")
+
+
 def n_params(model: torch.nn.Module) -> float:
     return sum(p.numel() for p in model.parameters()) / 1e6
 
@@ -210,6 +276,7 @@ def main() -> None:
         print(f"{text_path:9s}: flowkit {n_params(fk.model):.2f}M parameters, median step {m_fk * 1e3:7.1f} ms; "
               f"F5-TTS {m_f5 * 1e3:7.1f} ms")
         print(f"ratio flowkit/F5: {m_fk / m_f5:.3f}  ({text_path}; target <= 0.80)")
+        roofline(fk.model, data, text_path, m_fk)
         if args.profile:
             profile(f"flowkit {text_path}", fk.step)
             if text_path == "unaligned":
