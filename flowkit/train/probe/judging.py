@@ -1,0 +1,119 @@
+"""The probe's judges at work: WER/CER per language (``asr``), SIM (``speaker``), DNSMOS (``quality``).
+
+Shape legend: n frames, d latent channels.
+
+WER and CER pool the edits of every clip of a language (``<prefix>_wer/<lang>``) and of
+all languages (``<prefix>_wer``). SIM is the cosine similarity of a clip's speaker
+embedding to its prompt's recording (F5-TTS's SIM-o; the prompt's latents through the
+vocoder where its recording is not found) and, as ``_sim_ref``, to the sentence's own
+recording. DNSMOS gives OVRL with SIG and BAK.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from flowkit.train.probe.ceilings import Recordings
+
+__all__ = ["ProbeJudges"]
+
+
+class ProbeJudges:
+    """Scores audio of the probe sentences with the judges of ``settings`` (`ProbeSettings`).
+
+    Args:
+        settings: the probe's settings (``asr``, ``speaker``, ``quality``).
+        sentences: the `ProbeSentence` s; prompts: their prompt latents ``[n d]`` (None: none).
+        recordings: where the sentences' and prompts' recordings are found.
+        vocoder, encoder: the run's vocoder and the store's encoder record (a prompt without
+            a recording is vocoded from its latents).
+    """
+
+    def __init__(self, settings: Any, sentences: Sequence[Any], prompts: Sequence[np.ndarray | None],
+                 recordings: Recordings, vocoder: Any, encoder: dict[str, Any]) -> None:
+        self.settings = settings
+        self.sentences = list(sentences)
+        self._prompts = list(prompts)
+        self._recordings = recordings
+        self._vocoder = vocoder
+        self._encoder = encoder
+        self._references: dict[tuple[str, int], np.ndarray | None] = {}
+
+    def score(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str,
+              subset: Sequence[int] | None = None) -> tuple[dict[str, float], list[str]]:
+        """Transcribe ``audios`` (aligned with ``subset`` of the sentences) and score per language."""
+        from flowkit.asr.scoring import error_rates
+
+        index = list(range(len(self.sentences))) if subset is None else list(subset)
+        hyps = [self.settings.asr.transcribe(audio, sr, self.sentences[i].language)
+                for i, (audio, sr) in zip(index, audios, strict=True)]
+        out: dict[str, float] = {}
+        langs = sorted({self.sentences[i].language for i in index})
+        edits_w = words = edits_c = chars = 0.0
+        for lang in langs:
+            pos = [k for k, i in enumerate(index) if self.sentences[i].language == lang]
+            rates = error_rates([self.sentences[index[k]].text for k in pos], [hyps[k] for k in pos], lang)
+            out[f"{prefix}_wer/{lang}"] = rates.wer
+            out[f"{prefix}_cer/{lang}"] = rates.cer
+            edits_w += rates.wer * rates.words
+            words += rates.words
+            edits_c += rates.cer * rates.chars
+            chars += rates.chars
+        out[f"{prefix}_wer"] = edits_w / max(words, 1.0)
+        out[f"{prefix}_cer"] = edits_c / max(chars, 1.0)
+        return out, hyps
+
+    def _reference(self, what: str, i: int) -> np.ndarray | None:
+        """Speaker embedding of sentence ``i``'s prompt (``what="prompt"``: its recording, else
+        its latents through the vocoder) or of its own recording (``"ref"``); None without one."""
+        key = (what, i)
+        if key not in self._references:
+            s, audio = self.sentences[i], None
+            if what == "ref":
+                audio = self._recordings.get(s.segment_id)
+            elif s.prompt_id is not None:
+                audio = self._recordings.get(s.prompt_id)
+                if audio is None and self._prompts[i] is not None:
+                    audio = self._vocoder(self._prompts[i], self._encoder)
+            self._references[key] = None if audio is None else self.settings.speaker.embed(*audio)
+        return self._references[key]
+
+    def judge(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str, index: Sequence[int],
+              with_ref: bool = True, rated: int | None = None
+              ) -> tuple[dict[str, float], list[float | None], list[float | None]]:
+        """Speaker similarity and quality of ``audios`` (sentences ``index``): ``<prefix>_sim``
+        (to the prompt), ``<prefix>_sim_ref`` (to the sentence's recording, when ``with_ref``),
+        means over the clips, and ``<prefix>_dnsmos`` (OVRL) with ``_sig``/``_bak``, means over
+        the first ``rated`` clips (None: all); and each clip's similarity to its prompt and
+        OVRL (None where not judged)."""
+        from flowkit.judges.speaker import cosine
+
+        out: dict[str, float] = {}
+        n = len(audios)
+        sims: list[float | None] = [None] * n
+        ovrl: list[float | None] = [None] * n
+        speaker, quality = self.settings.speaker, self.settings.quality
+        if speaker is not None:
+            refs = []
+            for k, ((audio, sr), i) in enumerate(zip(audios, index, strict=True)):
+                emb = speaker.embed(audio, sr)
+                prompt = self._reference("prompt", i)
+                if prompt is not None:
+                    sims[k] = cosine(emb, prompt)
+                ref = self._reference("ref", i) if with_ref else None
+                if ref is not None:
+                    refs.append(cosine(emb, ref))
+            judged = [v for v in sims if v is not None]
+            if judged:
+                out[f"{prefix}_sim"] = float(np.mean(judged))
+            if refs:
+                out[f"{prefix}_sim_ref"] = float(np.mean(refs))
+        if quality is not None and n:
+            scores = [quality.score(audio, sr) for audio, sr in audios[:rated]]
+            ovrl[:len(scores)] = [float(q["ovrl"]) for q in scores]
+            for key, name in (("ovrl", "dnsmos"), ("sig", "dnsmos_sig"), ("bak", "dnsmos_bak")):
+                out[f"{prefix}_{name}"] = float(np.mean([q[key] for q in scores]))
+        return out, sims, ovrl

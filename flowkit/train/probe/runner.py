@@ -1,0 +1,238 @@
+"""`ProbeRunner`: the probe of one run, its two records (``probe_ceiling``, ``probe``).
+
+Shape legend: n frames, d latent channels.
+
+See `flowkit.train.probe` for what is measured and what is fixed. The probe never draws
+from the training streams: it runs inside `isolated_global_rng`, which restores the global
+Python, numpy and torch generators, so a resume stays bit-identical with the probe on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from flowkit.train.probe.ceilings import Recordings, ceiling_values
+from flowkit.train.probe.judging import ProbeJudges
+from flowkit.train.probe.sentences import input_warnings, select_sentences
+from flowkit.train.probe.settings import ProbeSettings, describe_judge
+
+__all__ = ["ProbeRunner", "isolated_global_rng"]
+
+
+@contextlib.contextmanager
+def isolated_global_rng() -> Iterator[None]:
+    """Run a block without disturbing the global Python, numpy and torch generators."""
+    import torch
+
+    py_state, np_state = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(py_state)
+            np.random.set_state(np_state)
+
+
+def _announce(what: str, asr: Any) -> None:
+    """One line as a probe starts (through flowkit.console, so it lands above the progress
+    bar): a step-0 probe and its ceiling take ~100 s on a loaded CPU and look like a hang."""
+    from flowkit.console import console
+
+    describe = getattr(asr, "describe", None)
+    name = describe().get("name") if callable(describe) else type(asr).__name__
+    console.print(f"probe: {what}, transcribed by {name} ...", markup=False, highlight=False, soft_wrap=True)
+
+
+class ProbeRunner:
+    """Runs the probe of one run (see the module docstring); built by `flowkit.train.run`.
+
+    Args:
+        settings: the `ProbeSettings`.
+        dataset: a `LatentDataset` of the probe's split (read once, at construction).
+        stats, vocab, languages: the run's latent stats, text vocabulary and language list.
+        schedule, solver: the run's components; vocoder: the resolved vocoder.
+        encoder: the store's encoder record (for the vocoder).
+        run_seed: ``Trainer.seed``; device: where the model lives.
+        builder: the run's `BatchBuilder` over ``dataset`` for ``probe_text_gain``; None
+            leaves the text gain out.
+
+    Raises:
+        ConfigError: the split holds no sentence in a language the recogniser knows.
+    """
+
+    def __init__(self, settings: ProbeSettings, dataset: Any, *, stats: Any, vocab: Any, languages: Sequence[str],
+                 schedule: Any, solver: Any, vocoder: Any, encoder: dict[str, Any], run_seed: int,
+                 device: Any, builder: Any = None) -> None:
+        from flowkit.train.randomness import derive_seed
+
+        self.settings = settings
+        self.stats = stats
+        self.vocab = vocab
+        self.languages = list(languages)
+        self.schedule = schedule
+        self.solver = solver
+        self.vocoder = vocoder
+        self.encoder = encoder
+        self.device = device
+        self.seed = derive_seed(run_seed + settings.seed, "probe")
+        known = set(getattr(settings.asr, "languages", ()) or ())
+        picked = select_sentences(settings, dataset, known)
+        chosen = picked.indices
+        self.sentences = picked.sentences
+        self._truth, self._prompts, self._prompt_texts = picked.truth, picked.prompts, picked.prompt_texts
+        segments = dataset.segments
+        self.warnings = input_warnings(settings, {seg.language for seg in segments}, known, self.languages,
+                                       self.sentences, vocab)
+        if self.warnings:
+            from flowkit.console import err_console
+
+            for line in self.warnings:
+                err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+        self.last_hypotheses: list[str] = []
+        self.last_audio: list[tuple[np.ndarray, int]] = []
+        self.last_sim: list[float | None] = []
+        self.last_dnsmos: list[float | None] = []
+        self.judges = {kind: describe_judge(getattr(settings, kind)) for kind in ("asr", "speaker", "quality")}
+        self._recordings = Recordings(settings.audio_dirs)
+        self._judges = ProbeJudges(settings, self.sentences, self._prompts, self._recordings, vocoder, encoder)
+        if settings.notes:
+            from flowkit.console import console
+
+            for note in settings.notes:
+                console.print(f"probe: {note}", markup=False, highlight=False, soft_wrap=True)
+        # The text gain is measured as training sees the sentences: the run's pairing (a target
+        # span, the rest of the clip as prompt) and, on the aligned path, the true unit timings.
+        self._gain_batch = None
+        if builder is not None:
+            import torch
+
+            batch, _ = builder.build(chosen, np.random.default_rng(self.seed), train=False)
+            generator = torch.Generator().manual_seed(self.seed + 1)
+            t = torch.rand((batch.x1.shape[0],), generator=generator)
+            self._gain_batch = (batch, t, torch.randn(batch.x1.shape, generator=generator))
+
+    # ---- pieces ----
+
+    def _utterances(self) -> list[Any]:
+        from flowkit.synth.sample import Utterance, recorded_labels
+
+        out = []
+        for s, prompt, prompt_text in zip(self.sentences, self._prompts, self._prompt_texts, strict=True):
+            out.append(Utterance(
+                text=self.vocab.encode(s.text),
+                prompt=None if prompt is None else np.asarray(self.stats.normalize(prompt), dtype=np.float32),
+                prompt_text=self.vocab.encode(prompt_text) if prompt is not None else (),
+                target_frames=s.n_frames,
+                language=self.languages.index(s.language) + 1 if s.language in self.languages else 0,
+                **recorded_labels(s),
+            ))
+        return out
+
+    def _text_gain(self, model: Any) -> float | None:
+        """EMA flow loss without text minus with text on the probe sentences (fixed spans, t
+        and noise; the model's training-time conditioning), or None without a builder."""
+        if self._gain_batch is None:
+            return None
+        import torch
+
+        from flowkit.losses import MaskedMSE
+        from flowkit.train.objective import loss_terms
+
+        cpu_batch, t, x0 = self._gain_batch
+        batch = cpu_batch.to(self.device)
+        losses = []
+        for drop in (False, True):
+            cond = batch.cond.replace(drop_text=torch.full_like(batch.cond.drop_text, drop))
+            (term, *_), _ = loss_terms(model, self.schedule, [MaskedMSE()], ["masked_mse"], batch.x1, cond, t, x0,
+                                       autocast=False)
+            losses.append(float(term.term.value))
+        return losses[1] - losses[0]
+
+    # ---- the two records ----
+
+    def ceilings(self) -> dict[str, Any]:
+        """The ``probe_ceiling`` values: WER/CER, SIM and DNSMOS of the ground truth, vocoded
+        and raw, and the ``judges`` that scored them."""
+        started = time.perf_counter()
+        _announce(f"the ceiling: {len(self.sentences)} sentences' ground truth through the vocoder and as recorded", self.settings.asr)
+        with isolated_global_rng():
+            out = ceiling_values(self._judges, self._recordings, self.sentences, self._truth, self.vocoder,
+                                 self.encoder)
+        out["probe_sentences"] = len(self.sentences)
+        out["judges"] = self.judges
+        out["probe_s"] = time.perf_counter() - started
+        return out
+
+    def probe(self, model: Any, ema: Any = None) -> dict[str, Any]:
+        """The ``probe`` values for the EMA weights of ``ema`` swapped into ``model`` (``model``
+        left as it was); ``ema=None`` probes the weights ``model`` holds."""
+        import torch
+
+        from flowkit.synth.sample import inference_conditions, synthesize, target_spans
+
+        started = time.perf_counter()
+        _announce(f"synthesising {len(self.sentences)} sentences x {self.settings.draws} draw(s)", self.settings.asr)
+        was_training = model.training
+        weights = ema.swapped_in(model) if ema is not None else contextlib.nullcontext()
+        with isolated_global_rng(), torch.no_grad(), weights:
+            model.eval()
+            try:
+                space = [i for i in self.vocab.encode(" ") if i > 1]
+                cond = inference_conditions(model, self._utterances(), separator_ids=space)
+                spans = []
+                # One batch per draw (draw k's noise from seed + k, so draw 0 is the one-draw
+                # probe): a batch twice as large measured 3x slower on the CPU, not 2x.
+                for k in range(self.settings.draws):
+                    latents = synthesize(model, cond, schedule=self.schedule, solver=self.solver,
+                                         steps=self.settings.solver_steps, cfg_strength=self.settings.cfg_strength,
+                                         generator=torch.Generator().manual_seed(self.seed + k))
+                    spans += [np.asarray(self.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
+                              for s in target_spans(latents, cond)]
+                gain = self._text_gain(model)
+            finally:
+                model.train(was_training)
+            audios = [self.vocoder(span, self.encoder) for span in spans]
+            n = len(self.sentences)
+            out, hyps = self._judges.score(audios, "probe", list(range(n)) * self.settings.draws)
+            # DNSMOS of the first draw only: ~1.9 CPU-s per short clip (its 9 s windows of the
+            # clip repeated), the costliest judge; SIM pools every draw as WER does (0.06 CPU-s)
+            judged, sims, ovrl = self._judges.judge(audios, "probe", list(range(n)) * self.settings.draws, rated=n)
+            out.update(judged)
+        self.last_hypotheses = hyps[:n]
+        self.last_audio = audios[:n]
+        self.last_sim, self.last_dnsmos = sims[:n], ovrl[:n]
+        if gain is not None:
+            out["probe_text_gain"] = gain
+        out["judges"] = self.judges
+        out["probe_s"] = time.perf_counter() - started
+        return out
+
+    @staticmethod
+    def improves(wer: float, best_folder: Path) -> bool:
+        """Whether ``wer`` is below the WER kept in ``best_folder`` (True when there is none)."""
+        import json
+
+        try:
+            kept = json.loads((Path(best_folder) / "sentences.json").read_text(encoding="utf-8"))["values"]["probe_wer"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return True
+        return wer < float(kept)
+
+    def sentence_table(self) -> list[dict[str, Any]]:
+        """The probe sentences with the last probe's hypotheses (for the report)."""
+        def last(values: list[Any], i: int) -> Any:
+            return values[i] if i < len(values) else None
+
+        return [
+            {"segment_id": s.segment_id, "language": s.language, "reference": s.text, "prompt": s.prompt_id,
+             "hypothesis": last(self.last_hypotheses, i), "sim": last(self.last_sim, i),
+             "dnsmos": last(self.last_dnsmos, i)}
+            for i, s in enumerate(self.sentences)
+        ]

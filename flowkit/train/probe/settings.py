@@ -1,0 +1,134 @@
+"""``Probe.<field>``: what the intelligibility probe synthesises and which judges score it.
+
+The judges are plugins; "auto" picks the installed default (`flowkit.judges`) and leaves a
+line to print when there is none. Every record names its judges (`describe_judge`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+import gin
+
+from flowkit.errors import ConfigError
+
+__all__ = ["AUTO", "PROBE_SPLITS", "ProbeSettings", "describe_judge"]
+
+PROBE_SPLITS = ("val", "train")
+AUTO = "auto"  # Probe.speaker / Probe.quality: the installed default judge, else none
+
+
+def _speaker_judge(value: Any) -> tuple[Any, str | None]:
+    """The speaker judge ``Probe.speaker`` names, and the line to print when "auto" finds none."""
+    if value != AUTO:
+        return value, None
+    from flowkit.judges import default_speaker_judge, unavailable
+
+    judge = default_speaker_judge()
+    return judge, None if judge is not None else f"no probe_sim: {unavailable('speaker')}"
+
+
+def _quality_judge(value: Any) -> tuple[Any, str | None]:
+    """The quality judge ``Probe.quality`` names, and the line to print when "auto" finds none."""
+    if value != AUTO:
+        return value, None
+    from flowkit.judges import default_quality_judge, unavailable
+
+    judge = default_quality_judge()
+    return judge, None if judge is not None else f"no probe_dnsmos: {unavailable('quality')}"
+
+
+def describe_judge(judge: Any) -> dict[str, Any] | None:
+    """``judge.describe()`` (name, model, version); a judge without one is named by its type."""
+    if judge is None:
+        return None
+    describe = getattr(judge, "describe", None)
+    if callable(describe):
+        return dict(describe())
+    return {"name": type(judge).__name__, "model": "unknown", "version": "unknown"}
+
+
+def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    if value < 1:
+        raise ConfigError(f"Probe.{attribute.name} = {value!r} must be >= 1; fix it in the gin file or -b binding")
+
+
+@gin.configurable("Probe")
+@attrs.frozen
+class ProbeSettings:
+    """What the intelligibility probe synthesises and how it scores it (gin: ``Probe.<field>``).
+
+    Turned on by ``Trainer.probe = @Probe()``; every field may change on resume (the probe
+    does not touch training).
+
+    Args:
+        every: steps between probes (also at step 0 and at the last step).
+        asr: the recogniser (``@asr.whisper()``, ``@asr.pocketsphinx()``); None =
+            `flowkit.asr.choice.default_recognizer` (Whisper when installed, with one line
+            when it falls back to pocketsphinx).
+        speaker: the speaker-similarity judge for ``probe_sim``; "auto" =
+            ``speaker.resemblyzer`` when installed (else none, with one line); None = none.
+        quality: the quality judge for ``probe_dnsmos``; "auto" = ``quality.dnsmos`` when
+            installed (else none, with one line); None = none.
+        sentences: probe sentences per language (spread evenly over the split).
+        split: "val" (held-out sentences) or "train" (memorisation, gin/memorise.gin).
+        languages: languages to probe; empty = every language of the split the recogniser knows.
+        solver_steps: ODE steps of the run's solver (F5-TTS samples with 32).
+        cfg_strength: classifier-free guidance strength (F5-TTS: 2.0).
+        vocoder: latents -> audio; None = the run's (``Trainer.vocoder`` where a run has
+            one, else ``vocoder.griffin_lim``).
+        audio_dirs: folders holding the recorded ``<segment_id>.{wav,flac,ogg}`` for the raw
+            ceiling, searched before the bundled demo clips; sentences found nowhere are left
+            out of it (``probe_truth_raw_items`` counts the ones scored).
+        seed: added to the run's seed for the probe's noise.
+        draws: noise draws per sentence; the WER and CER pool every draw's transcript. On 16
+            sentences (about 100 words) one draw's WER moves by up to 0.06 from one noise
+            seed to the next, so a run judged against a bar (gin/memorise.gin) takes 2.
+            The report's audio and hypotheses are the first draw's.
+
+    Raises:
+        ConfigError: a value out of range, naming ``Probe.<field>``.
+    """
+
+    every: int = attrs.field(default=200, validator=_positive)
+    asr: Any = None
+    speaker: Any = AUTO
+    quality: Any = AUTO
+    sentences: int = attrs.field(default=8, validator=_positive)
+    split: str = "val"
+    languages: Sequence[str] = ()
+    solver_steps: int = attrs.field(default=32, validator=_positive)
+    cfg_strength: float = 2.0
+    vocoder: Any = None
+    audio_dirs: Sequence[str] = ()
+    seed: int = 0
+    draws: int = attrs.field(default=1, validator=_positive)
+    #: lines the probe prints once: a default judge that was not available
+    notes: tuple[str, ...] = attrs.field(default=(), init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        notes = []
+        if self.asr is None:
+            from flowkit.asr.choice import default_recognizer, whisper_unavailable
+
+            object.__setattr__(self, "asr", default_recognizer())
+            reason = whisper_unavailable()
+            if reason is not None:
+                notes.append(f"judging with asr.pocketsphinx ({reason})")
+        speaker, note_s = _speaker_judge(self.speaker)
+        quality, note_q = _quality_judge(self.quality)
+        object.__setattr__(self, "speaker", speaker)
+        object.__setattr__(self, "quality", quality)
+        object.__setattr__(self, "notes", tuple(n for n in (*notes, note_s, note_q) if n))
+        if self.speaker is not None and not hasattr(self.speaker, "similarity"):
+            raise ConfigError(f"Probe.speaker = {self.speaker!r} is not a speaker judge; use @speaker.resemblyzer() or None")
+        if self.quality is not None and not hasattr(self.quality, "score"):
+            raise ConfigError(f"Probe.quality = {self.quality!r} is not a quality judge; use @quality.dnsmos() or None")
+        if self.split not in PROBE_SPLITS:
+            raise ConfigError(f"Probe.split = {self.split!r} is not one of {', '.join(map(repr, PROBE_SPLITS))}")
+        if self.cfg_strength < 0:
+            raise ConfigError(f"Probe.cfg_strength = {self.cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
+        if not hasattr(self.asr, "transcribe"):
+            raise ConfigError(f"Probe.asr = {self.asr!r} is not a recogniser; use e.g. @asr.pocketsphinx()")
