@@ -65,14 +65,19 @@ def segment_attention(
     On CUDA in half precision one variable-length flash-attention call covers every item
     (cumulative lengths ``packed.cu_seqlens``); elsewhere each item is its own fused
     ``scaled_dot_product_attention`` call without a mask (the flash kernel on the CPU).
-    Row padding comes out zero.
+    Row padding comes out zero. The sampler stacks ``g`` sequences of the same layout
+    (classifier-free guidance's conditional and unconditional pass): ``[g h T hd]``, each
+    one attending within itself.
     """
     if q.is_cuda and q.dtype in (torch.float16, torch.bfloat16):
         kernel = _varlen_kernel()
         if kernel is not None:
-            qt, kt, vt = (x[0].transpose(0, 1) for x in (q, k, v))  # [T h hd]
-            o = kernel(qt, kt, vt, packed.cu_seqlens, packed.cu_seqlens, packed.max_len, packed.max_len)
-            return o.transpose(0, 1)[None]
+            outs = []
+            for r in range(q.shape[0]):
+                qt, kt, vt = (x[r].transpose(0, 1) for x in (q, k, v))  # [T h hd]
+                o = kernel(qt, kt, vt, packed.cu_seqlens, packed.cu_seqlens, packed.max_len, packed.max_len)
+                outs.append(o.transpose(0, 1))
+            return torch.stack(outs)
     outs = []
     for qs, ks, vs, is_item in zip(
         q.split(packed.sizes, 2), k.split(packed.sizes, 2), v.split(packed.sizes, 2), packed.is_item,

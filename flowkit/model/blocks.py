@@ -87,13 +87,19 @@ class ConvPositionEmbedding(nn.Module):
         self.conv1 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
         self.conv2 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
-        """``x [b n c]`` plus the embedding; ``mask [b n]`` the valid frames (None: all)."""
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, *, sampling: bool = False) -> torch.Tensor:
+        """``x [b n c]`` plus the embedding; ``mask [b n]`` the valid frames (None: all).
+        ``sampling`` (under ``torch.no_grad()`` only): the convolutions' inference kernel
+        (`flowkit.model.cpu_kernels.GroupedConv1d.forward_without_grad`), the same values to
+        float32 rounding."""
+        conv1, conv2 = (
+            (self.conv1.forward_without_grad, self.conv2.forward_without_grad) if sampling else (self.conv1, self.conv2)
+        )
         drop = None if mask is None else ~mask[:, None, :]  # [b 1 n]: masks in the conv layout
-        h = self.act(self.conv1(masked(x, mask).transpose(1, 2)))  # [b c n]
+        h = self.act(conv1(masked(x, mask).transpose(1, 2)))  # [b c n]
         if drop is not None:
             h = h.masked_fill(drop, 0.0)
-        h = self.act(self.conv2(h))
+        h = self.act(conv2(h))
         if drop is not None:
             h = h.masked_fill(drop, 0.0)
         return x + h.transpose(1, 2)

@@ -14,7 +14,8 @@ Measured on the peer benchmark's step (``tools/bench_peer.py``, one thread, dim 
   runs through oneDNN on the CPU, whose backward pass is about twice as slow for these
   shapes as torch's own per-group im2col + GEMM kernel (60 against 33 ms forward +
   backward). This one calls torch's own kernel on the CPU, for the forward and the
-  backward pass, and is ``nn.Conv1d`` everywhere else.
+  backward pass, and is ``nn.Conv1d`` everywhere else; the sampler, which needs no backward
+  pass, takes oneDNN's forward (`GroupedConv1d.forward_without_grad`), the faster one.
 
 - `Linear`: ``nn.Linear`` on the CPU multiplies with MKL's SGEMM, which on this AMD EPYC
   (Zen 5) runs at about 220 GFLOPS on 2 threads; oneDNN's matmul, which ships inside every
@@ -45,7 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-__all__ = ["ONEDNN_MIN_ROWS", "Dropout", "GroupedConv1d", "Linear", "reference_kernels"]
+__all__ = ["ONEDNN_MIN_ROWS", "Dropout", "GroupedConv1d", "Linear", "linear", "reference_kernels"]
 
 ONEDNN_MIN_ROWS = 512
 """`Linear` multiplies through oneDNN from this many rows (frames or characters) up."""
@@ -152,6 +153,19 @@ class GroupedConv1d(nn.Conv1d):
             return super()._conv_forward(x, weight, bias)
         return _TorchKernelConv1d.apply(x, weight, bias, self.padding[0], self.groups)
 
+    def forward_without_grad(self, x: torch.Tensor) -> torch.Tensor:
+        """The forward pass alone, through ``nn.Conv1d``'s own kernel choice (oneDNN on the
+        CPU), for inference: oneDNN's forward is the faster one here (at the sampler's
+        16 x 256 x 400 with 16 groups and kernel 31, 221 against 757 ms, alternated on 2
+        loaded cores of an Intel Xeon), while its backward pass is the slower. ``x [b c n]`` -> ``[b c_out n']``.
+
+        Raises:
+            RuntimeError: called with gradients enabled (the training forward is `forward`).
+        """
+        if torch.is_grad_enabled():
+            raise RuntimeError("GroupedConv1d.forward_without_grad needs torch.no_grad(); train through forward")
+        return super()._conv_forward(x, self.weight, self.bias)
+
 
 def _onednn_linear_kernel() -> Any:
     """``torch.ops.mkldnn._linear_pointwise`` on an x86-64 CPU whose torch build has it and
@@ -209,19 +223,25 @@ class _OneDNNLinear(torch.autograd.Function):
         return gx, gw, gb
 
 
+def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """``F.linear`` by `Linear`'s rule: ``x [... in] @ weight [out in]^T (+ bias [out])`` ->
+    ``[... out]``, through oneDNN for float32 CPU products of at least `ONEDNN_MIN_ROWS` rows."""
+    plain = (
+        _ONEDNN_LINEAR is None
+        or not _float32_cpu(x, weight)
+        or x.numel() < ONEDNN_MIN_ROWS * weight.shape[1]
+        or torch.compiler.is_compiling()
+    )
+    if plain:
+        return F.linear(x, weight, bias)
+    if not torch.is_grad_enabled():  # inference: nothing to save for a backward pass
+        return _onednn_mm(x.reshape(-1, x.shape[-1]), weight, bias).view(*x.shape[:-1], -1)
+    return _OneDNNLinear.apply(x, weight, bias)
+
+
 class Linear(nn.Linear):
     """``nn.Linear`` whose float32 CPU products of at least `ONEDNN_MIN_ROWS` rows run
-    through oneDNN instead of MKL, forward and backward. ``x [... in]`` -> ``[... out]``."""
+    through oneDNN instead of MKL, forward and backward (`linear`). ``x [... in]`` -> ``[... out]``."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        plain = (
-            _ONEDNN_LINEAR is None
-            or not _float32_cpu(x, self.weight)
-            or x.numel() < ONEDNN_MIN_ROWS * self.in_features
-            or torch.compiler.is_compiling()
-        )
-        if plain:
-            return F.linear(x, self.weight, self.bias)
-        if not torch.is_grad_enabled():  # inference: nothing to save for a backward pass
-            return _onednn_mm(x.reshape(-1, x.shape[-1]), self.weight, self.bias).view(*x.shape[:-1], -1)
-        return _OneDNNLinear.apply(x, self.weight, self.bias)
+        return linear(x, self.weight, self.bias)

@@ -48,7 +48,7 @@ from flowkit.model.attention import Attention, rotary_tables, rotary_tables_on_h
 from flowkit.model.blocks import ConvPositionEmbedding, masked
 from flowkit.model.conditioning import GlobalEmbedding, TimeEmbedding
 from flowkit.model.conditions import Conditions
-from flowkit.model.cpu_kernels import Dropout, Linear
+from flowkit.model.cpu_kernels import Dropout, Linear, linear
 from flowkit.model.duration_head import DurationHead
 from flowkit.model.durations import durations_from_log, place_chars
 from flowkit.model.f5_arch import ARCHS, f5_arch_options
@@ -57,7 +57,9 @@ from flowkit.model.presets import PRESETS, SIZE_FIELDS
 from flowkit.model.text_encoders import F5TextEncoder, TextEncoder
 from flowkit.registry import register
 
-__all__ = ["DUR_FILM_PREFIX", "GLOBALS_PREFIX", "DiT", "DiTConfig", "ModelOutput", "model_diff"]
+__all__ = [
+    "DUR_FILM_PREFIX", "GLOBALS_PREFIX", "DiT", "DiTConfig", "ModelOutput", "SamplingConditions", "model_diff",
+]
 
 #: Name prefix of every parameter that ``dur_cond = "emotion"`` adds (the FiLM of the
 #: duration head). A parent trained with ``dur_cond = "none"`` lacks exactly these keys.
@@ -242,6 +244,48 @@ class ModelOutput:
     log_duration: torch.Tensor | None = None
 
 
+@attrs.frozen
+class SamplingConditions:
+    """What every step of a sampler shares, computed once by `DiT.prepare_sampling`: all of
+    the forward pass that depends on neither the noisy sample ``x_t`` nor the flow time.
+
+    ``g`` passes (1: conditional; 2: conditional then unconditional, for classifier-free
+    guidance) run as one batch of ``g b`` items. Shape legend as in the module, and T the
+    packed frames of the ``b`` items.
+
+    Attributes:
+        cond: the conditions of the conditional pass (``b`` items of ``n`` frames).
+        passes: ``g``.
+        phase: the aligned path's phase the text was placed with.
+        base: ``[g*b n c]`` the input projection of the prompt and the text, bias included
+            (``x_t``'s share is added at every step).
+        x_weight: ``[c d]`` the input projection's columns that read ``x_t``.
+        valid: ``[b n]`` the valid frames, None when the batch has no padding (dense).
+        valid_rows: ``valid`` for the ``g*b`` items, or None.
+        globals: ``[b c]`` the global-condition embedding (None without conditions).
+        rope: the rotary table of the blocks' frames (``[n 1|h hd/2]``, packed ``[T 1|h hd/2]``).
+        packed: the items' packed layout, None when dense.
+        pack_src: ``[g*T]`` flat position in ``[g*b*n + 1]`` rows of each packed frame of the
+            ``g`` stacked sequences (the last row zero), or None when dense.
+        unpack_rows, unpack_dst: ``[g*V]`` packed frames that hold an item and their flat
+            positions in ``[g*b*n]``, or None when dense.
+    """
+
+    cond: Conditions
+    passes: int
+    phase: str
+    base: torch.Tensor
+    x_weight: torch.Tensor
+    valid: torch.Tensor | None
+    valid_rows: torch.Tensor | None
+    globals: torch.Tensor | None
+    rope: torch.Tensor
+    packed: PackedIndex | None
+    pack_src: torch.Tensor | None
+    unpack_rows: torch.Tensor | None
+    unpack_dst: torch.Tensor | None
+
+
 class DiTBlock(nn.Module):
     """Pre-norm transformer block with adaLN-Zero: shift, scale and a zero-initialised gate
     for each branch come from the conditioning vector, so every block starts as identity."""
@@ -415,8 +459,103 @@ class DiT(nn.Module):
         uncovered = (1.0 - assign.sum(-1)) * cond.frame_mask.to(chars.dtype)
         return frames + uncovered[..., None] * self.gap.to(chars.dtype), log_duration
 
+    def prepare_sampling(self, cond: Conditions, *, guidance: bool, phase: str = "even") -> SamplingConditions:
+        """Everything of the forward pass that neither ``x_t`` nor ``t`` changes, for a sampler
+        that calls this model at many flow times on ``cond``: the text encoder and the text
+        placed on frames (on the aligned path the duration head too), the prompt, their
+        share of the input projection, the global conditions, the packed layout and the
+        rotary table. ``guidance``: add the unconditional pass (text and prompt dropped, as
+        classifier-free guidance's), batched behind the conditional one. Pass the result to
+        `forward` in place of the conditions. Call it under ``torch.no_grad()``.
+
+        Raises:
+            ValueError: an unknown ``phase``, or (aligned path) conditions without unit timings.
+        """
+        if phase not in PHASES:
+            raise ValueError(f"phase = {phase!r}; use one of {PHASES}")
+        b, n = cond.frame_mask.shape
+        frame = cond.frame_mask
+        layout = cond.layout if cond.layout is not None else PackLayout.plan(frame.sum(1).tolist())
+        dense = layout.is_dense(n)
+        valid = None if dense else frame
+        passes = [cond]
+        if guidance:
+            passes.append(cond.replace(drop_text=torch.ones_like(cond.drop_text),
+                                       drop_prompt=torch.ones_like(cond.drop_prompt)))
+        dtype = self.input_proj.weight.dtype
+        features, text = [], None
+        for p in passes:
+            prompt = masked(p.prompt.to(dtype), frame & ~p.target_mask & ~p.drop_prompt[:, None])
+            if text is None or self.cfg.arch != "flowkit":  # F5-TTS encodes a dropped text itself
+                text = self._text_frames(p, phase, valid)[0].to(dtype)
+            shown = masked(text, ~p.drop_text[:, None].expand(b, n)) if self.cfg.arch == "flowkit" else text
+            features.append(torch.cat([prompt, shown], dim=-1))
+        d = self.latent_dim
+        weight = self.input_proj.weight
+        base = linear(torch.cat(features), weight[:, d:].contiguous(), self.input_proj.bias)
+        g = len(passes)
+        device = frame.device
+        if dense:
+            packed = pack_src = unpack_rows = unpack_dst = None
+            rope = self.rotary(n, device)
+        else:
+            packed = layout.index(n, device)
+            rope = self.rotary(max(packed.max_len, 1), device).index_select(0, packed.pos)
+            flat, zero = b * n, g * b * n  # the g stacked batches' rows, then one zero row
+            pad = packed.src == flat
+            pack_src = torch.cat([torch.where(pad, zero, packed.src + k * flat) for k in range(g)])
+            rows = torch.arange(packed.src.shape[0], device=device)
+            rows = rows if packed.valid is None else packed.valid
+            unpack_rows = torch.cat([rows + k * packed.src.shape[0] for k in range(g)])
+            unpack_dst = torch.cat([packed.valid_src + k * flat for k in range(g)])
+        return SamplingConditions(
+            cond=cond, passes=g, phase=phase, base=base, x_weight=weight[:, :d].contiguous(),
+            valid=valid, valid_rows=None if valid is None else valid.repeat(g, 1),
+            globals=None if self.globals is None else self.globals(cond), rope=rope, packed=packed,
+            pack_src=pack_src, unpack_rows=unpack_rows, unpack_dst=unpack_dst,
+        )
+
+    def _forward_sampling(self, x_t: torch.Tensor, t: torch.Tensor, s: SamplingConditions) -> ModelOutput:
+        """`forward` on prepared conditions: ``[g*b n d]``, the passes in order."""
+        b, n, d = x_t.shape
+        g = s.passes
+        if d != self.latent_dim or s.cond.frame_mask.shape != (b, n):
+            raise ValueError(
+                f"x_t {tuple(x_t.shape)} does not match the prepared frame_mask "
+                f"{tuple(s.cond.frame_mask.shape)} and latent_dim {self.latent_dim}"
+            )
+        h = linear(masked(x_t, s.valid), s.x_weight)  # x_t's share, once for every pass
+        h = (s.base.view(g, b, n, -1) + h).view(g * b, n, -1)
+        if self.conv_pos is not None:
+            h = self.conv_pos(h, s.valid_rows, sampling=not torch.is_grad_enabled())
+        c = self.time(t.to(x_t.device))
+        if s.globals is not None:
+            c = c + s.globals
+        packed = s.packed
+        if packed is None:
+            c = c.repeat(g, 1)  # [g*b c]: every pass of an item has the item's conditioning
+        else:  # the g passes as g rows of one layout, modulated per frame alike
+            c_dim = h.shape[-1]
+            h = torch.cat([h.reshape(g * b * n, c_dim), h.new_zeros(1, c_dim)]).index_select(0, s.pack_src)
+            h = h.view(g, -1, c_dim)
+        skip = h
+        for block in self.blocks:
+            h = block(h, c, s.rope, packed)
+        if self.long_skip is not None:
+            h = self.long_skip(torch.cat([h, skip], dim=-1))
+        out = self.final(h, c, packed)
+        if packed is not None:
+            rows = out.reshape(-1, out.shape[-1]).index_select(0, s.unpack_rows)
+            out = out.new_zeros(g * b * n, out.shape[-1]).index_copy(0, s.unpack_dst, rows).view(g * b, n, -1)
+        return ModelOutput(output=out)
+
     def forward(
-        self, x_t: torch.Tensor, t: torch.Tensor, cond: Conditions, *, phase: str = "predicted"
+        self,
+        x_t: torch.Tensor,
+        t: torch.Tensor,
+        cond: Conditions | SamplingConditions,
+        *,
+        phase: str = "predicted",
     ) -> ModelOutput:
         """Predict the schedule's target for ``x_t [b n d]`` at flow times ``t [b]``.
 
@@ -424,10 +563,16 @@ class DiT(nn.Module):
         predicted durations (training), "even" evenly (inference, validation of the gap).
         Items with ``cond.drop_text`` see no text, with ``cond.drop_prompt`` no prompt (CFG).
 
+        ``cond`` may be `SamplingConditions` (`prepare_sampling`; its phase then holds): the
+        output is ``[g*b n d]``, every pass of the same ``x_t``, the conditional one first,
+        equal to separate calls on the passes' conditions to float32 rounding.
+
         Raises:
             ValueError: an unknown ``phase``, mismatched shapes, or (aligned path)
                 conditions without unit timings.
         """
+        if isinstance(cond, SamplingConditions):
+            return self._forward_sampling(x_t, t, cond)
         if phase not in PHASES:
             raise ValueError(f"phase = {phase!r}; use one of {PHASES}")
         b, n, d = x_t.shape

@@ -249,10 +249,37 @@ def synthesize(
     evaluation of the velocity field, whichever solver runs (the last ones fall in the
     solver's last step, never at t = 1).
 
+    As F5-TTS's ``CFM.sample`` does, every evaluation of the field is one forward pass of
+    the conditional and the unconditional items stacked in one batch, and what depends on
+    neither the sample nor the time (text encoding, text on frames, durations, the prompt's
+    and the text's input projection, masks, rotary tables, packing) is computed once per
+    call (`flowkit.model.dit.DiT.prepare_sampling`). The outputs equal two separate passes
+    per evaluation to float32 rounding (tests/synth/test_sample_fast.py).
+
     Raises:
         ConfigError: ``steps`` < 1 (from the solver), a negative ``cfg_strength``, or not
             exactly one of ``generator`` and ``noise`` (or noise of the wrong shape).
     """
+    return _synthesize(model, cond, schedule=schedule, solver=solver, steps=steps, cfg_strength=cfg_strength,
+                       generator=generator, noise=noise, on_step=on_step, reference=False)
+
+
+def _synthesize(
+    model: DiT,
+    cond: Conditions,
+    *,
+    schedule: Schedule,
+    solver: Solver,
+    steps: int,
+    cfg_strength: float,
+    generator: torch.Generator | None,
+    noise: torch.Tensor | None,
+    on_step: Callable[[float], None] | None,
+    reference: bool,
+) -> torch.Tensor:
+    """`synthesize`; ``reference=True``: the plain path it is tested and benchmarked against
+    (every evaluation of the field calls the model on the full conditions, once for the
+    conditional and once for the unconditional pass)."""
     if cfg_strength < 0:
         raise ConfigError(f"cfg_strength = {cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
     device = next(model.parameters()).device
@@ -264,6 +291,44 @@ def synthesize(
     elif tuple(noise.shape) != (b, n, model.latent_dim):
         raise ConfigError(f"synthesize: noise of shape {tuple(noise.shape)}; expected {(b, n, model.latent_dim)}")
     x0 = noise.to(device=device, dtype=torch.float32)
+    guided = cfg_strength != 0
+    was_training = model.training
+    model.eval()
+    try:
+        field = (_reference_field if reference else _batched_field)(model, cond, schedule, cfg_strength, guided, on_step)
+        x1 = solver(field, x0, steps)
+    finally:
+        model.train(was_training)
+    keep_prompt = (cond.frame_mask & ~cond.target_mask)[..., None]
+    x1 = torch.where(keep_prompt, cond.prompt.to(x1.dtype), x1)
+    return x1.masked_fill(~cond.frame_mask[..., None], 0.0)
+
+
+def _batched_field(
+    model: DiT, cond: Conditions, schedule: Schedule, s: float, guided: bool, on_step: Callable[[float], None] | None
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """dx/dt from one forward pass of the prepared conditions (both CFG passes stacked)."""
+    b = cond.batch_size
+    prepared = model.prepare_sampling(cond, guidance=guided)
+
+    def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if on_step is not None:
+            on_step(float(t))
+        tb = t.reshape(()).expand(b).to(device=x.device, dtype=torch.float32)
+        out = model(x, tb, prepared).output.float()
+        if not guided:
+            return schedule.velocity(x, tb, out)
+        v, v_uncond = schedule.velocity(x, tb, out[:b]), schedule.velocity(x, tb, out[b:])
+        return v + s * (v - v_uncond)
+
+    return field
+
+
+def _reference_field(
+    model: DiT, cond: Conditions, schedule: Schedule, s: float, guided: bool, on_step: Callable[[float], None] | None
+) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """dx/dt from full forward passes: the conditional one, then the unconditional one."""
+    b = cond.batch_size
     uncond = cond.replace(
         drop_text=torch.ones_like(cond.drop_text), drop_prompt=torch.ones_like(cond.drop_prompt)
     )
@@ -271,22 +336,14 @@ def synthesize(
     def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         if on_step is not None:
             on_step(float(t))
-        tb = t.reshape(()).expand(b).to(device=device, dtype=torch.float32)
+        tb = t.reshape(()).expand(b).to(device=x.device, dtype=torch.float32)
         v = schedule.velocity(x, tb, model(x, tb, cond, phase="even").output.float())
-        if cfg_strength == 0:
+        if not guided:
             return v
         v_uncond = schedule.velocity(x, tb, model(x, tb, uncond, phase="even").output.float())
-        return v + cfg_strength * (v - v_uncond)
+        return v + s * (v - v_uncond)
 
-    was_training = model.training
-    model.eval()
-    try:
-        x1 = solver(field, x0, steps)
-    finally:
-        model.train(was_training)
-    keep_prompt = (cond.frame_mask & ~cond.target_mask)[..., None]
-    x1 = torch.where(keep_prompt, cond.prompt.to(x1.dtype), x1)
-    return x1.masked_fill(~cond.frame_mask[..., None], 0.0)
+    return field
 
 
 def target_spans(latents: torch.Tensor, cond: Conditions) -> list[torch.Tensor]:
