@@ -11,7 +11,7 @@ import torch
 from flowkit.checkpoints import files as checkpoint
 
 #: fields of a metrics record that measure wall time, so differ between equal runs
-TIMING = {"frames_per_s", "step_s", "data_s", "tflops", "mfu"}
+TIMING = {"frames_per_s", "step_s", "data_s", "tflops", "mfu", "eval_s"}
 
 
 def final_state(run_dir: Path) -> dict[str, Any]:

@@ -6,6 +6,7 @@ data stall is the share of a real trainer step (pairing, reads from a zarr store
 collation) spent before the forward pass. Prints medians; targets: ratio <= 1.02, stall < 5 %.
 
     .venv/bin/python tools/bench_trainer.py [--steps 30] [--preset tiny] [--corpus STORE [--stall-steps 200]]
+    .venv/bin/python tools/bench_trainer.py --short-run STORE [--short-config e13_dur_emotion.gin] [--short-steps 2]
 
 With ``--corpus STORE`` (the shared corpus prepared with ``flowkit prepare ... --align
 energy``) it also prints, at the production budget (38,400 frames, 64 items) for base.gin
@@ -16,7 +17,11 @@ build (``batch build: ...``), and ``data stall at a 10 ms step: X %`` -- the sha
 a training thread that needs 10 ms per step (a GPU) waits for its next batch, with the
 batches built in a background thread up to ``Trainer.prefetch_steps`` steps ahead
 (target < 1 %), with the longest wait and the page faults of the prefetched builds (a
-build that faults its arrays in afresh is a long one: flowkit/batching/host_memory.py).
+build that faults its arrays in afresh is a long one: flowkit/batching/host_memory.py),
+once with one build thread and once with ``Trainer.batch_workers`` (the machine's default).
+With ``--short-run STORE`` it instead times ``flowkit train CONFIG --data STORE --steps 2``
+in this process and prints where the time went: the memory check, the evaluation passes
+(their count and seconds), the training steps, the saves.
 It first keeps freed memory in the process, as ``flowkit train`` does. Say the machine's load (``uptime``) with the figures: on a busy machine a
 build waits for a core.
 """
@@ -126,6 +131,46 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
         ds.close()
 
 
+def short_run(store: Path, config: str, steps: int) -> None:
+    """Time ``flowkit train CONFIG --data STORE --steps N`` in this process, stage by stage."""
+    import contextlib
+    import io
+
+    from flowkit.train import evaluation, memory, run
+    from flowkit.train import loop as loop_mod
+
+    stages: dict[str, list[float]] = {}
+
+    def timed(owner, name: str, label: str) -> None:
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                stages.setdefault(label, []).append(time.perf_counter() - started)
+
+        setattr(owner, name, wrapper)
+
+    timed(memory, "step0_check", "step-0 memory check")
+    timed(evaluation.Evaluator, "_prepare", "evaluation: fixed batches built")
+    timed(evaluation.Evaluator, "_pass", "evaluation: passes")
+    timed(loop_mod.TrainingLoop, "evaluate", "evaluation (all of it)")
+    timed(loop_mod.TrainingLoop, "train_step", "training steps")
+    timed(loop_mod.TrainingLoop, "save", "checkpoint saves")
+    timed(loop_mod.TrainingLoop, "run", "the loop (all of it)")
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        with contextlib.redirect_stdout(io.StringIO()):
+            run.train([REPO / "gin" / config], [], data=[store], out=Path(tmp) / "run", steps=steps, device="cpu")
+        total = time.perf_counter() - started
+    print(f"short run: flowkit train gin/{config} --data STORE --steps {steps}: {total:.1f} s in all "
+          f"(torch threads {torch.get_num_threads()})")
+    for label, times in stages.items():
+        print(f"  {label:34s} {len(times):3d} x  {sum(times):7.1f} s  ({', '.join(f'{t:.1f}' for t in times)})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
@@ -134,10 +179,17 @@ def main() -> None:
     parser.add_argument("--stall-steps", type=int, default=200, help="simulated 10 ms steps of the data stall (--corpus)")
     parser.add_argument("-b", "--binding", action="append", default=[],
                         help='gin binding for the --corpus figures, e.g. -b "Trainer.prefetch_steps = 4"')
+    parser.add_argument("--short-run", type=Path, metavar="STORE",
+                        help="time a short `flowkit train` on STORE stage by stage, then stop")
+    parser.add_argument("--short-config", default="e13_dur_emotion.gin", help="gin file of --short-run")
+    parser.add_argument("--short-steps", type=int, default=2, help="steps of --short-run")
     args = parser.parse_args()
     from flowkit.batching.host_memory import keep_freed_memory
 
     keep_freed_memory()  # as flowkit train does first thing (flowkit.train.run)
+    if args.short_run is not None:
+        short_run(args.short_run.resolve(), args.short_config, args.short_steps)
+        return
     if args.corpus is not None:
         corpus_figures(args.corpus.resolve(), args.stall_steps, args.binding)
 

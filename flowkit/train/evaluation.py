@@ -21,10 +21,19 @@ the training streams. No CFG dropout. Passes (metric names in ``metrics.jsonl``)
 A pass's loss combines its terms like a training step (each term averaged over its own
 units across all batches, times ``loss.<name>.weight``); with several terms each one is
 also reported as ``<pass>/<term>``.
+
+What an evaluation costs is in its record: ``eval_batches`` (validation batches per pass,
+at most ``Trainer.eval_batches``), ``eval_cross_batches`` (those of the cross-segment pass),
+``eval_passes`` (forward passes over those batches) and ``eval_s`` (its wall-clock
+seconds). Nothing is computed twice: while the EMA weights equal the raw ones (step 0 of a
+fresh run, whose EMA starts as a copy) the raw pass is the EMA pass, and its numbers are
+reported under both names (the same forward pass on the same weights gives the same bits).
 """
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -41,7 +50,7 @@ from flowkit.train.ema import EMA
 from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_sums, unit_weighted
 from flowkit.train.randomness import derive_seed, eval_generators
 
-__all__ = ["Evaluator", "FixedBatch"]
+__all__ = ["Evaluator", "FixedBatch", "ema_equals"]
 
 
 @attrs.frozen
@@ -156,34 +165,64 @@ class Evaluator:
                 entry[1] += n
 
     def evaluate(self, model: torch.nn.Module, ema: EMA) -> dict[str, float]:
-        """Every validation metric for the current weights (model left in train mode)."""
+        """Every validation metric for the current weights (model left in train mode), and
+        the evaluation's cost (``eval_batches``, ``eval_cross_batches``, ``eval_passes``,
+        ``eval_s``: see the module docstring)."""
+        started = time.perf_counter()
         batches = self.fixed_batches()
         if not batches:
             return {}
         metrics: dict[str, float] = {}
+        passes = 0
 
         def put(prefix: str, values: dict[str, float]) -> None:
             metrics.update({f"{prefix}{suffix}": value for suffix, value in values.items()})
 
+        def run(batches: Sequence[FixedBatch], **kwargs: Any) -> dict[str, float]:
+            nonlocal passes
+            passes += 1
+            return self._pass(model, batches, **kwargs)
+
         aligned = self.model_config.text_path == "aligned"
         tempo: dict[int, list[float]] | None = {} if self.model_config.dur_cond == "emotion" else None
+        same = ema_equals(ema, model)
         model.eval()
         try:
-            put("val_loss", self._pass(model, batches))
-            with ema.swapped_in(model):
-                put("val_loss_ema", self._pass(model, batches, tempo=tempo))
-                put("val_loss_ema_notext", self._pass(model, batches, no_text=True))
+            if same:  # one pass serves both names (and the tempo, read from the EMA pass)
+                raw = run(batches, tempo=tempo)
+                put("val_loss", raw)
+                put("val_loss_ema", raw)
+            else:
+                put("val_loss", run(batches))
+            with contextlib.nullcontext(model) if same else ema.swapped_in(model):
+                if not same:
+                    put("val_loss_ema", run(batches, tempo=tempo))
+                put("val_loss_ema_notext", run(batches, no_text=True))
                 # How much the model uses its text: <= 0 means the text does not help yet.
                 metrics["text_gain"] = metrics["val_loss_ema_notext"] - metrics["val_loss_ema"]
                 if aligned:
-                    put("val_loss_ema_even", self._pass(model, batches, phase="even"))
+                    put("val_loss_ema_even", run(batches, phase="even"))
                 cross = self.cross_batches()
                 if cross:
-                    put("val_loss_ema_cross", self._pass(model, cross))
+                    put("val_loss_ema_cross", run(cross))
                     metrics["val_cross_items"] = float(self.cross_counts.given)
         finally:
             model.train()
         for emotion, (frames, n) in sorted((tempo or {}).items()):
             name = EMOTIONS[emotion - 1] if 0 < emotion <= len(EMOTIONS) else str(emotion)
             metrics[f"val_tempo_{name}"] = frames / max(n, 1.0)
-        return {key: float(np.float64(value)) for key, value in metrics.items()}
+        out: dict[str, Any] = {key: float(np.float64(value)) for key, value in metrics.items()}
+        out["eval_batches"] = len(batches)
+        if cross:
+            out["eval_cross_batches"] = len(cross)
+        out["eval_passes"] = passes
+        out["eval_s"] = time.perf_counter() - started  # wall clock: differs between equal runs
+        return out
+
+
+@torch.no_grad()
+def ema_equals(ema: EMA, model: torch.nn.Module) -> bool:
+    """Whether every EMA weight equals ``model``'s bit for bit (then the EMA passes would
+    repeat the raw pass)."""
+    state = model.state_dict()
+    return all(torch.equal(ema.shadow[name], state[name].float()) for name in ema.names)

@@ -187,6 +187,7 @@ class TrainingLoop:
                                          depth=settings.prefetch_steps, workers=settings.build_workers(),
                                          assemble=self._assemble_step)
         self._consumed: dict[str, Any] | None = None
+        self._evaluated: tuple[tuple[int, int], dict[str, float]] | None = None  # (step, updates), metrics
         self._window = PairingCounts()
         # torch.distributed: ``model`` is the unwrapped module (EMA, evaluation, checkpoints);
         # ``ddp`` runs the training forward passes and averages gradients across ranks.
@@ -470,9 +471,12 @@ class TrainingLoop:
         if self.evaluator is None:
             return {}
         c = self.counters
+        if self._evaluated is not None and self._evaluated[0] == (c.step, c.updates):
+            return self._evaluated[1]  # these weights were evaluated and logged already
         # Rank 0 alone evaluates (the numbers of one process); the others wait in the broadcast.
         metrics = self.evaluator.evaluate(self.model, self.ema) if self.dist.is_main else {}
         metrics = distributed.broadcast_object(self.dist, metrics)
+        self._evaluated = ((c.step, c.updates), metrics)
         if not metrics:
             return metrics
         current = metrics.get("val_loss_ema")
