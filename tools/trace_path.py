@@ -5,7 +5,7 @@ python tools/trace_path.py --run RUN_DIR    # an existing run (a checkpoint to s
 python tools/trace_path.py --depth 3 --path # look one module further; print the path
 
 What is counted (issue 28: "following run_dir from report/samples.py:sample_blocks"):
-`flowkit.report.samples.sample_blocks` runs under `sys.setprofile`, and every call of a
+`flowkit.report.samples.sample_blocks` runs under `sys.settrace`, and every call of a
 function defined in a flowkit source file is a step of the path, in the order the calls
 start (pre-order of the call tree). A reader reads a call once, so a call site is followed
 the first time only (its repeats, such as a loop over samples or ODE steps, are not
@@ -35,6 +35,9 @@ REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "flowkit"
 LAYERS_FILE = REPO / "tests" / "core" / "test_layers.py"
 DEFAULT_DEPTH = 2
+WARM_MODULES = ("matplotlib.pyplot", "flowkit.report.plots", "flowkit.synth.inference", "flowkit.synth.sample",
+                "flowkit.synth.vocoders", "flowkit.synth.level", "flowkit.data.dataset", "flowkit.model.dit",
+                "soundfile")
 TRANSPARENT = frozenset({"<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
 
@@ -87,61 +90,67 @@ class PathCounts:
 
 
 def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH, **kwargs: Any) -> tuple[Any, list[Step]]:
-    """Run ``fn(*args, **kwargs)`` under `sys.setprofile`; its result and the followed calls.
+    """Run ``fn(*args, **kwargs)`` under `sys.settrace`; its result and the followed calls.
 
-    Only this thread is traced; calls in non-flowkit code are passed through (a flowkit
-    function called from torch, say, counts as called by the flowkit frame below it).
+    Only this thread is traced; frames of non-flowkit code are passed through (a flowkit
+    function called from torch, say, counts as called by the flowkit frame below it). A
+    root outside flowkit makes each flowkit function it calls a root (depth 0). Only
+    flowkit frames are traced further (their returns, no line events), which keeps the
+    cost to about one Python call per function call.
     """
     cache: dict[str, str | None] = {}
     seen: set[tuple[Any, int, Any]] = set()
     steps: list[Step] = []
-    # one entry per live Python frame: (frame, module or None, depth, followed)
-    stack: list[tuple[Any, str | None, int, bool]] = []
-    root_code = getattr(fn, "__code__", None)
+    live: dict[Any, tuple[str, int, bool]] = {}  # a running flowkit frame -> (module, depth, followed)
 
-    def owner() -> tuple[Any, str | None, int, bool] | None:
-        for entry in reversed(stack):
-            if entry[1] is not None:
-                return entry
-        return None
+    def on_return(frame: Any, event: str, arg: Any) -> Any:
+        if event == "return":
+            live.pop(frame, None)
+        return on_return
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call":
-            module = _module_of(frame.f_code.co_filename, cache)
-            if module is None:
-                stack.append((frame, None, 0, bool(stack) and stack[-1][3]))
-                return
-            parent = owner()
-            if parent is None:  # the root call
-                followed = root_code is None or frame.f_code is root_code
-                stack.append((frame, module, 0, followed))
-                if followed:
-                    steps.append(Step(module, frame.f_code.co_name, 0))
-                return
-            pframe, pmodule, pdepth, pfollowed = parent
-            name = frame.f_code.co_name
+    def on_call(frame: Any, event: str, arg: Any) -> Any:
+        if event != "call":
+            return None
+        module = _module_of(frame.f_code.co_filename, cache)
+        if module is None:
+            return None
+        name = frame.f_code.co_name
+        caller = frame.f_back
+        while caller is not None and caller not in live:
+            caller = caller.f_back
+        if caller is None:  # the root call, or (a root outside flowkit) a call it makes
+            back = frame.f_back
+            key = (back.f_code if back else None, back.f_lineno if back else 0, frame.f_code)
+            entry = (module, 0, key not in seen)
+            seen.add(key)
+            if entry[2]:
+                steps.append(Step(module, name, 0))
+        else:
+            pmodule, pdepth, pfollowed = live[caller]
             if name in TRANSPARENT:  # a comprehension is its caller's body, not a call
-                stack.append((frame, module, pdepth, pfollowed))
-                return
-            d = pdepth + (module != pmodule)
-            key = (pframe.f_code, pframe.f_lineno, frame.f_code)
-            # an import runs once per process: what it executes is not the path
-            followed = pfollowed and d <= depth and key not in seen and name != "<module>"
-            if followed:
-                seen.add(key)
-                steps.append(Step(module, name, d))
-            stack.append((frame, module, d, followed))
-        elif event == "return":
-            while stack:  # an exception may unwind several frames before their returns
-                if stack.pop()[0] is frame:
-                    break
+                entry = (module, pdepth, pfollowed)
+            else:
+                d = pdepth + (module != pmodule)
+                followed = False
+                if pfollowed and d <= depth and name not in ("<module>", "__del__"):
+                    # an import runs once per process and a finaliser when the collector
+                    # says: neither is the path; a call site is followed the first time only
+                    key = (caller.f_code, caller.f_lineno, frame.f_code)
+                    followed = key not in seen
+                    if followed:
+                        seen.add(key)
+                        steps.append(Step(module, name, d))
+                entry = (module, d, followed)
+        live[frame] = entry
+        frame.f_trace_lines = False
+        return on_return
 
-    previous = sys.getprofile()
-    sys.setprofile(profile)
+    previous = sys.gettrace()
+    sys.settrace(on_call)
     try:
         result = fn(*args, **kwargs)
     finally:
-        sys.setprofile(previous)
+        sys.settrace(previous)
     return result, steps
 
 
@@ -192,8 +201,17 @@ def tiny_run(out: Path) -> Path:
 
 def trace_samples(run_dir: Path, *, depth: int = DEFAULT_DEPTH, n: int = 1, steps: int = 2) -> tuple[list[Any], list[Step]]:
     """`sample_blocks` of ``run_dir`` traced (``n`` samples, ``steps`` solver steps)."""
+    import importlib
+
+    from flowkit import registry
     from flowkit.report.samples import sample_blocks
 
+    # Imports and plugin discovery happen once per process, so they are done before the
+    # trace (a fresh process and a test session then count the same path; tracing an import
+    # of matplotlib or torch's modules would also take most of the time).
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+    registry.load_plugins()
     return trace_calls(sample_blocks, Path(run_dir), n, steps=steps, depth=depth)
 
 

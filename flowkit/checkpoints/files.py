@@ -44,6 +44,7 @@ __all__ = [
     "list_checkpoints",
     "load_checkpoint",
     "load_strict",
+    "resolve_checkpoint",
     "save_checkpoint",
     "verify_checkpoint",
 ]
@@ -184,6 +185,28 @@ def find_latest(directory: str | os.PathLike[str]) -> tuple[Path | None, list[tu
             return path, skipped
         skipped.append((path, reason))
     return None, skipped
+
+
+def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
+    """A checkpoint directory from a checkpoint or run directory (best, else newest valid).
+
+    Raises:
+        CheckpointError: the path does not exist, or holds no valid checkpoint.
+    """
+    root = Path(path)
+    if not root.exists():
+        raise CheckpointError(f"{root}: no such checkpoint or run directory (check the path; runs are under runs/ "
+                              "by default)")
+    if (root / COMPLETE_FILE).is_file() or (root / META_FILE).is_file():
+        return root
+    for sub in ("best", "checkpoints"):
+        found, _ = find_latest(root / sub)
+        if found is not None:
+            return found
+    raise CheckpointError(
+        f"{root} holds no valid checkpoint (looked for best/ and checkpoints/step-*); give a run "
+        "directory with a checkpoint or a checkpoint directory"
+    )
 
 
 def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.device = "cpu") -> LoadedCheckpoint:

@@ -10,6 +10,13 @@ travelled in meta read it from the store's attributes, else fall back to the log
 defaults and say so in ``encoder_from``. No config is parsed and no `Trainer` is built,
 so a run synthesises where its training-only components (a wandb logger) are not
 installed. Guidance works with any schedule (see `flowkit.synth.sample`).
+
+One place builds every part from the meta (`load_inference_model`: model, vocab, stats,
+schedule, solver, encoder record and, with ``audio=True``, the vocoder, checked against
+that record) and hands them down: `validation_picks` reads the run's own validation
+sentences with their prompts, `generate` samples, `listen` turns latents into audio at the
+vocoder's level. A report's samples (`flowkit.report.samples`) and ``flowkit synthesize``
+are these calls in a row.
 """
 
 from __future__ import annotations
@@ -24,11 +31,14 @@ import numpy as np
 import torch
 
 from flowkit.checkpoints import files as ckpt
+from flowkit.checkpoints.files import resolve_checkpoint
 from flowkit.checkpoints.synthesis_meta import SYNTHESIS_KEY
-from flowkit.errors import CheckpointError, ConfigError
+from flowkit.errors import CheckpointError, ConfigError, DataError
 
-__all__ = ["InferenceModel", "generate", "load_inference_model", "resolve_checkpoint", "store_encoder",
-           "store_encoder_found"]
+__all__ = ["MAX_PROMPT_FRAMES", "InferenceModel", "Pick", "generate", "listen", "load_inference_model",
+           "resolve_checkpoint", "store_encoder", "store_encoder_found", "validation_picks"]
+
+MAX_PROMPT_FRAMES = 300  # 3 s at 100 Hz: enough to carry the voice, cheap on a CPU
 
 
 @attrs.frozen
@@ -47,6 +57,10 @@ class InferenceModel:
         encoder_from: where ``encoder`` was read: "checkpoint", "store <path>", or
             "defaults" (an old checkpoint whose stores are gone: a guess).
         vocoder: the run's ``Trainer.vocoder`` record ``{"name", "params"}``, or None (default).
+        separator_ids: the ids of a space, which separate the units (words) of a text.
+        audio_vocoder: the vocoder component that makes this model's audio (``audio=True``
+            of `load_inference_model`), checked against ``encoder``; else None;
+            audio_label: its name and settings for a caption (`vocoder_label`), else "".
     """
 
     model: Any
@@ -64,6 +78,9 @@ class InferenceModel:
     checkpoint: Path
     encoder_from: str = "checkpoint"
     vocoder: Mapping[str, Any] | None = None
+    separator_ids: tuple[int, ...] = ()
+    audio_vocoder: Any = None
+    audio_label: str = ""
 
     @property
     def label(self) -> str:
@@ -73,28 +90,6 @@ class InferenceModel:
     def language_id(self, code: str) -> int:
         """Id of language ``code`` (0 when unknown or empty)."""
         return self.languages.index(code) + 1 if code in self.languages else 0
-
-
-def resolve_checkpoint(path: str | Path) -> Path:
-    """A checkpoint directory from a checkpoint or run directory (best, else newest valid).
-
-    Raises:
-        CheckpointError: the path does not exist, or holds no valid checkpoint.
-    """
-    root = Path(path)
-    if not root.exists():
-        raise CheckpointError(f"{root}: no such checkpoint or run directory (check the path; runs are under runs/ "
-                              "by default)")
-    if (root / "COMPLETE").is_file() or (root / "meta.json").is_file():
-        return root
-    for sub in ("best", "checkpoints"):
-        found, _ = ckpt.find_latest(root / sub)
-        if found is not None:
-            return found
-    raise CheckpointError(
-        f"{root} holds no valid checkpoint (looked for best/ and checkpoints/step-*); give a run "
-        "directory with a checkpoint or a checkpoint directory"
-    )
 
 
 def store_encoder_found(stores: Sequence[str]) -> tuple[dict[str, Any] | None, str | None]:
@@ -120,29 +115,6 @@ def store_encoder(stores: Sequence[str], fallback: Mapping[str, Any]) -> dict[st
     return found if found is not None else dict(fallback)
 
 
-def _run_components(meta: Mapping[str, Any]) -> tuple[Any, Any]:
-    """``(schedule, solver)`` of a checkpoint, from ``meta["synthesis"]``
-    (`flowkit.checkpoints.synthesis_meta`): no config is parsed and no `Trainer` is built, so
-    nothing the run used only for training (a logger, say) has to be installed here.
-
-    A checkpoint written before that record existed is read from its config text instead.
-
-    Raises:
-        ConfigError: a component the checkpoint names is not installed here, or (old
-            checkpoints) its config no longer parses.
-    """
-    from flowkit import registry
-    from flowkit.errors import RegistryError
-
-    record = meta.get(SYNTHESIS_KEY)
-    if not record:
-        return _legacy_components(str(meta.get("config_text") or ""))
-    try:
-        return registry.from_record("schedule", record["schedule"]), registry.from_record("solver", record["solver"])
-    except RegistryError as exc:
-        raise ConfigError(f"the checkpoint needs a component not installed here: {exc}") from None
-
-
 def _legacy_components(config_text: str) -> tuple[Any, Any]:
     """``(schedule, solver)`` from a run's config text (checkpoints without ``meta["synthesis"]``)."""
     import gin
@@ -164,59 +136,83 @@ def _legacy_components(config_text: str) -> tuple[Any, Any]:
     return settings.schedule, settings.solver
 
 
-def load_inference_model(path: str | Path, *, weights: str = "ema", device: str | torch.device = "cpu") -> InferenceModel:
+def load_inference_model(path: str | Path, *, weights: str = "ema", device: str | torch.device = "cpu",
+                         audio: bool = False, vocoder: Any = None) -> InferenceModel:
     """Load ``path`` (a checkpoint, or a run directory: its best, else newest checkpoint).
 
     Args:
         weights: "ema" (what inference should use) or "raw".
+        audio: also choose the vocoder (``audio_vocoder``): ``vocoder`` when given, else the
+            run's ``Trainer.vocoder``, else ``vocoder.griffin_lim``; checked against the
+            checkpoint's encoder record.
 
     Raises:
         CheckpointError: no valid checkpoint, or one whose meta lacks the model config.
-        ConfigError: an unknown ``weights``, or a config that no longer parses.
+        ConfigError: an unknown ``weights``, a component not installed here, a config that no
+            longer parses (old checkpoints), or (``audio``) a vocoder that cannot invert
+            these latents.
     """
+    from flowkit import registry
+    from flowkit.data.encoder_records import check_vocoder, vocoder_label
     from flowkit.data.stats import LatentStats
+    from flowkit.errors import RegistryError
     from flowkit.model.dit import DiTConfig
+    from flowkit.synth.vocoders import choose_vocoder
     from flowkit.text.vocabs import vocab_from_state_dict
 
     if weights not in ("ema", "raw"):
         raise ConfigError(f"weights = {weights!r}; use 'ema' or 'raw'")
+    # The calls run down the layers (checkpoint files, text, then synthesis, model, data,
+    # checkpoint files, registry) so that the path reads top to bottom: tools/trace_path.py.
     loaded = ckpt.load_checkpoint(resolve_checkpoint(path), map_location="cpu")
     meta = loaded.meta
     missing = [k for k in ("model_config", "vocab", "latent_stats", "latent_dim") if k not in meta]
     if missing:
         raise CheckpointError(f"{loaded.path}: meta.json lacks {', '.join(missing)}; it was not written by flowkit train")
     vocab = vocab_from_state_dict(meta["vocab"])
+    n_ids = vocab.size
+    # Units are the words between spaces; a vocabulary that never saw a space encodes it as
+    # the unknown id 1, which must not split units.
+    separators = tuple(i for i in vocab.encode(" ") if i > 1)
     languages = tuple(meta.get("languages") or ())
-    model = DiTConfig.from_dict(meta["model_config"]).build(int(meta["latent_dim"]), vocab.size, len(languages))
+    frame_rate = float(meta.get("frame_rate") or 100.0)
+    sample_rate = int(meta.get("sample_rate") or 16000)
+    stores = tuple(str(s) for s in meta.get("stores") or ())
+    if isinstance(meta.get("encoder"), dict) and "name" in meta["encoder"]:
+        encoder, encoder_from = dict(meta["encoder"]), "checkpoint"
+    else:
+        encoder, encoder_from = _encoder_fallback(stores, meta, frame_rate, sample_rate)
+    audio_label = ""
+    chosen = (vocoder if vocoder is not None else choose_vocoder(run_vocoder=meta.get("vocoder"))) if audio else None
+    model = DiTConfig.from_dict(meta["model_config"]).build(int(meta["latent_dim"]), n_ids, len(languages))
+    model.to(device).eval()
+    stats = LatentStats.from_dict(meta["latent_stats"])
+    if chosen is not None:
+        check_vocoder(chosen, encoder, source=f"the latents of {loaded.path}")
+        audio_label = vocoder_label(chosen)
     state = dict(loaded.state["model"])
     if weights == "ema":
         # EMA shadows cover parameters and floating buffers; the rest stays as trained.
         state.update({k: v for k, v in loaded.state["ema"]["shadow"].items() if k in state})
     ckpt.load_strict(model, state, what="model", source=loaded.path)
-    model.to(device).eval()
-    frame_rate = float(meta.get("frame_rate") or 100.0)
-    sample_rate = int(meta.get("sample_rate") or 16000)
-    fallback = {
-        "name": "log_mel",
-        "params": {"sample_rate": sample_rate, "n_fft": 1024, "win_length": 640,
-                   "hop_length": int(round(sample_rate / frame_rate)), "n_mels": int(meta["latent_dim"]),
-                   "fmin": 0.0, "fmax": None, "log_floor": 1e-5},
-    }
-    stores = tuple(str(s) for s in meta.get("stores") or ())
-    if isinstance(meta.get("encoder"), dict) and "name" in meta["encoder"]:
-        encoder, encoder_from = dict(meta["encoder"]), "checkpoint"
-    else:
-        encoder, encoder_from = store_encoder_found(stores)
-        if encoder is None:
-            encoder, encoder_from = dict(fallback), "defaults"
-    schedule, solver = _run_components(meta)
+    record = meta.get(SYNTHESIS_KEY)
+    if record:
+        # the run's components from their records (flowkit.checkpoints.synthesis_meta): no
+        # config is parsed, so nothing the run used only for training must be installed here
+        try:
+            schedule = registry.from_record("schedule", record["schedule"])
+            solver = registry.from_record("solver", record["solver"])
+        except RegistryError as exc:
+            raise ConfigError(f"the checkpoint needs a component not installed here: {exc}") from None
+    else:  # written before that record existed: read from its config text
+        schedule, solver = _legacy_components(str(meta.get("config_text") or ""))
     return InferenceModel(
         model=model,
         weights="EMA" if weights == "ema" else "raw",
         step=loaded.step,
         vocab=vocab,
         languages=languages,
-        stats=LatentStats.from_dict(meta["latent_stats"]),
+        stats=stats,
         encoder=encoder,
         frame_rate=frame_rate,
         sample_rate=sample_rate,
@@ -226,7 +222,25 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
         checkpoint=loaded.path,
         encoder_from=encoder_from,
         vocoder=meta.get("vocoder"),
+        separator_ids=separators,
+        audio_vocoder=chosen,
+        audio_label=audio_label,
     )
+
+
+def _encoder_fallback(stores: Sequence[str], meta: Mapping[str, Any], frame_rate: float,
+                      sample_rate: int) -> tuple[dict[str, Any], str]:
+    """The encoder record of a checkpoint written before it travelled in meta: the store's,
+    else the log_mel defaults (a guess, said in ``encoder_from``)."""
+    encoder, encoder_from = store_encoder_found(stores)
+    if encoder is not None:
+        return encoder, str(encoder_from)
+    return {
+        "name": "log_mel",
+        "params": {"sample_rate": sample_rate, "n_fft": 1024, "win_length": 640,
+                   "hop_length": int(round(sample_rate / frame_rate)), "n_mels": int(meta["latent_dim"]),
+                   "fmin": 0.0, "fmax": None, "log_floor": 1e-5},
+    }, "defaults"
 
 
 def generate(
@@ -240,7 +254,8 @@ def generate(
 ) -> list[np.ndarray]:
     """Generated target spans, de-normalised: one ``[n_i d]`` float32 array per utterance.
 
-    ``utterances`` are `flowkit.synth.sample.Utterance` s; ``steps`` ODE steps of the run's
+    ``utterances`` are `flowkit.synth.sample.Utterance` s, or `Pick` s (their
+    `Pick.utterance`); ``steps`` ODE steps of the run's
     solver, CFG strength ``cfg_strength``, noise from ``seed`` (the same seed, the same output);
     ``on_step(t)`` is called at every evaluation of the velocity field (`flowkit.synth.sample.synthesize`).
 
@@ -249,10 +264,8 @@ def generate(
     """
     from flowkit.synth.sample import inference_conditions, synthesize, target_spans
 
-    # Units are the words between spaces; a vocabulary that never saw a space encodes it as
-    # the unknown id 1, which must not split units.
-    space = [i for i in im.vocab.encode(" ") if i > 1]
-    cond = inference_conditions(im.model, utterances, separator_ids=space)
+    utterances = [u.utterance() if isinstance(u, Pick) else u for u in utterances]
+    cond = inference_conditions(im.model, utterances, separator_ids=list(im.separator_ids))
     generator = torch.Generator().manual_seed(seed)
     latents = synthesize(
         im.model, cond, schedule=im.schedule, solver=im.solver, steps=steps, cfg_strength=cfg_strength, generator=generator,
@@ -260,3 +273,102 @@ def generate(
     )
     spans = target_spans(latents, cond)
     return [np.asarray(im.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32) for s in spans]
+
+
+@attrs.frozen
+class Pick:
+    """One validation sentence to re-synthesise: its segment, its prompt, its truth.
+
+    Attributes:
+        segment: the target's `flowkit.data.dataset.SegmentInfo`; prompt: the prompt's, or
+            None (the speaker has no other validation item: text only).
+        truth: the target's stored latents ``[n d]`` (float32, de-normalised).
+        text, prompt_text: token ids of the target's and the prompt's text (() without a prompt).
+        prompt_latents: the prompt's normalised latents ``[n d]``, or None.
+        language: the target's language id (0 unknown).
+    """
+
+    segment: Any
+    prompt: Any
+    truth: np.ndarray
+    text: Sequence[int]
+    prompt_text: Sequence[int]
+    prompt_latents: np.ndarray | None
+    language: int
+
+    def utterance(self) -> Any:
+        """The `flowkit.synth.sample.Utterance` that re-synthesises it: its own text at its true
+        length, the prompt, and the labels it was recorded with."""
+        from flowkit.synth.sample import Utterance, recorded_labels
+
+        return Utterance(text=self.text, prompt=self.prompt_latents, prompt_text=self.prompt_text,
+                         target_frames=int(self.segment.n_frames), language=self.language,
+                         **recorded_labels(self.segment))
+
+
+def validation_picks(im: InferenceModel, n: int) -> list[Pick]:
+    """Up to ``n`` validation items of ``im``'s stores, spread evenly (the same ones every time).
+
+    Each one's prompt is a whole clip, so that its text is what its audio says (cutting a
+    clip at `MAX_PROMPT_FRAMES` kept text the audio no longer had): the first other
+    validation item of the speaker that fits, else the speaker's shortest other item.
+    [] when the run has no validation data.
+
+    Raises:
+        DataError: the stores cannot be opened (moved or deleted since training).
+    """
+    from flowkit.data.dataset import LatentDataset
+    from flowkit.text.vocabs import encode_text
+
+    try:
+        data = LatentDataset.open(list(im.stores), "val")
+    except Exception as exc:  # a moved or deleted store: the caller decides what it costs
+        raise DataError(f"the run's stores cannot be read ({type(exc).__name__}: {exc})") from exc
+    try:
+        total = len(data)
+        chosen = list(range(total)) if n >= total else sorted(
+            {int(round(i * (total - 1) / max(n - 1, 1))) for i in range(n)})
+        segments = data.segments
+        prompts: dict[int, int | None] = {}
+        for i in chosen:
+            same = [j for j, s in enumerate(segments) if j != i and s.speaker == segments[i].speaker]
+            fits = [j for j in same if segments[j].n_frames <= MAX_PROMPT_FRAMES]
+            prompts[i] = (fits or sorted(same, key=lambda j: (segments[j].n_frames, j)) or [None])[0]
+        needed = sorted(set(chosen) | {j for j in prompts.values() if j is not None})
+        latents = dict(zip(needed, data.read(needed), strict=True))
+    finally:
+        data.close()
+    ids = {code: k + 1 for k, code in enumerate(im.languages)}  # as InferenceModel.language_id
+    picks = []
+    for i in chosen:
+        seg, j = segments[i], prompts[i]
+        prompt = None if j is None else segments[j]
+        picks.append(Pick(
+            segment=seg, prompt=prompt, truth=latents[i].astype(np.float32),
+            prompt_latents=None if j is None else np.asarray(im.stats.normalize(latents[j]), dtype=np.float32),
+            text=encode_text(im.vocab, seg.text, seg.language),
+            prompt_text=() if prompt is None else encode_text(im.vocab, prompt.text, prompt.language),
+            language=ids.get(seg.language, 0),
+        ))
+    return picks
+
+
+def listen(im: InferenceModel, latents: Sequence[np.ndarray]) -> tuple[list[tuple[np.ndarray, Any]], int]:
+    """``latents`` (de-normalised ``[n d]`` arrays) as audio through ``im.audio_vocoder`` (in
+    one batch when it has ``decode``), each at the vocoder's level, never clipped
+    (`flowkit.synth.level.fit_level`): ``([(audio, level), ...], sample rate Hz)``.
+
+    Raises:
+        ConfigError: ``im`` was loaded without ``audio=True``.
+    """
+    from flowkit.synth.level import fit_level
+
+    vocoder = im.audio_vocoder
+    if vocoder is None:
+        raise ConfigError("this model was loaded without a vocoder; load it with load_inference_model(..., audio=True)")
+    if hasattr(vocoder, "decode"):
+        audios, sr = vocoder.decode(list(latents), im.encoder)
+    else:
+        decoded = [vocoder(x, im.encoder) for x in latents]
+        audios, sr = [a for a, _ in decoded], decoded[0][1]
+    return [fit_level(audio, sr) for audio in audios], sr

@@ -179,14 +179,12 @@ def synthesize_file(
     import soundfile as sf
 
     from flowkit.console import Progress
-    from flowkit.data.encoder_records import check_vocoder, vocoder_label
     from flowkit.flow.solvers import time_grid
     from flowkit.io import atomic_write_bytes
     from flowkit.synth.checks import cut_prompt, prompt_warnings, text_warnings
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.level import fit_level
     from flowkit.synth.sample import Utterance, inference_conditions
-    from flowkit.synth.vocoders import choose_vocoder
     from flowkit.synth.wav import output_format, wav_bytes
     from flowkit.text.vocabs import encode_text
 
@@ -209,9 +207,8 @@ def synthesize_file(
             if on_warning is not None:
                 on_warning(line)
 
-    im = load_inference_model(checkpoint, weights=weights)
-    vocoder = vocoder if vocoder is not None else choose_vocoder(run_vocoder=im.vocoder)
-    check_vocoder(vocoder, im.encoder, source=f"the latents of {im.checkpoint}")
+    im = load_inference_model(checkpoint, weights=weights, audio=True, vocoder=vocoder)
+    vocoder = im.audio_vocoder
     lang = language or (im.languages[0] if len(im.languages) == 1 else "")
     seen = ", ".join(im.languages) or "none recorded"
     if lang and lang not in im.languages:
@@ -329,5 +326,5 @@ def synthesize_file(
 
     label = f"{im.label}, {steps} steps of {describe_solver(im.solver)}, CFG {cfg_strength}"
     return SynthesisResult(Path(out), frames_out, frames_out / im.frame_rate, sr, label,
-                           length_from, vocoder_label(vocoder), level.describe(), im.encoder_from, tuple(warnings),
+                           length_from, im.audio_label, level.describe(), im.encoder_from, tuple(warnings),
                            len(pieces))
