@@ -33,6 +33,25 @@ def demo_clips() -> Path:
     return demo_clips_path()
 
 
+@pytest.fixture
+def hide_package(monkeypatch):
+    """``hide_package("wandb", ...)``: from then on (in this test) importing any module of
+    those packages raises ImportError, as on a machine without them."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def hide(*packages: str) -> None:
+        def guarded(name, *args, **kwargs):
+            if any(name == p or name.startswith(p + ".") for p in packages):
+                raise ImportError(f"No module named {name!r}")
+            return real_import(name, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "__import__", guarded)
+
+    return hide
+
+
 @pytest.fixture(autouse=True)
 def _clean_gin():
     """gin is global state: each test starts and ends with an empty config."""

@@ -104,18 +104,9 @@ def test_whisper_without_any_model_says_how(tmp_path: Path, monkeypatch) -> None
         registry.build("asr", "whisper", model_dir=str(tmp_path)).transcribe(audio, 16000)
 
 
-def test_whisper_without_the_package_says_how(tmp_path: Path, monkeypatch) -> None:
-    import builtins
-
+def test_whisper_without_the_package_says_how(tmp_path: Path, hide_package) -> None:
     (tmp_path / "model.bin").write_bytes(b"")
-    real_import = builtins.__import__
-
-    def no_faster_whisper(name, *args, **kwargs):
-        if name == "faster_whisper":
-            raise ImportError("No module named 'faster_whisper'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_faster_whisper)
+    hide_package("faster_whisper")
     registry.load_plugins()
     with pytest.raises(ConfigError, match=r"pip install 'flowkit\[eval\]'"):
         registry.build("asr", "whisper", model_dir=str(tmp_path)).transcribe(np.zeros(1600, np.float32), 16000)

@@ -92,22 +92,15 @@ def test_describe_names_the_wheel() -> None:
     assert info["version"] == f"speechmos {importlib.metadata.version('speechmos')}"
 
 
-def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch) -> None:
-    import builtins
+def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch, hide_package) -> None:
     import importlib.util
 
     from flowkit.judges import default_quality_judge, unavailable
 
-    real_import, real_spec = builtins.__import__, importlib.util.find_spec
-
-    def no_speechmos(name, *args, **kwargs):
-        if name.startswith("speechmos"):
-            raise ImportError("No module named 'speechmos'")
-        return real_import(name, *args, **kwargs)
-
+    real_spec = importlib.util.find_spec
     registry.load_plugins()
     fresh = registry.build("quality", "dnsmos")
-    monkeypatch.setattr(builtins, "__import__", no_speechmos)
+    hide_package("speechmos")
     with pytest.raises(ConfigError, match=r"^quality.dnsmos needs the speechmos package .*pip install 'flowkit\[eval\]'$"):
         fresh.score(np.ones(1600, np.float32), 16000)
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "onnxruntime" else real_spec(n, *a))

@@ -95,22 +95,15 @@ def test_describe_names_the_wheel() -> None:
     assert info["version"] == f"resemblyzer {importlib.metadata.version('resemblyzer')}"
 
 
-def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch) -> None:
-    import builtins
+def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch, hide_package) -> None:
     import importlib.util
 
     from flowkit.judges import default_speaker_judge, unavailable
 
-    real_import, real_spec = builtins.__import__, importlib.util.find_spec
-
-    def no_resemblyzer(name, *args, **kwargs):
-        if name.startswith("resemblyzer"):
-            raise ImportError("No module named 'resemblyzer'")
-        return real_import(name, *args, **kwargs)
-
+    real_spec = importlib.util.find_spec
     registry.load_plugins()
     fresh = registry.build("speaker", "resemblyzer")
-    monkeypatch.setattr(builtins, "__import__", no_resemblyzer)
+    hide_package("resemblyzer")
     with pytest.raises(ConfigError, match=r"^speaker.resemblyzer needs the resemblyzer package .*pip install 'flowkit\[eval\]'$"):
         fresh.embed(np.ones(1600, np.float32), 16000)
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "resemblyzer" else real_spec(n, *a))

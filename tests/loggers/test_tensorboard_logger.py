@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
-
 import pytest
 
 from flowkit.errors import ConfigError
@@ -34,16 +32,9 @@ def test_scalars_per_numeric_field(tmp_path):
     assert scalars["eval/val_loss"] == [(3, 0.5)]
 
 
-def test_missing_package_is_config_error(tmp_path, monkeypatch):
-    real_import = builtins.__import__
-
-    def no_tensorboard(name, *args, **kwargs):
-        if name.startswith(("tensorboard", "torch.utils.tensorboard")):
-            raise ImportError(f"No module named {name!r}")
-        return real_import(name, *args, **kwargs)
-
+def test_missing_package_is_config_error(tmp_path, monkeypatch, hide_package):
     logger = TensorBoardLogger()
-    monkeypatch.setattr(builtins, "__import__", no_tensorboard)
+    hide_package("tensorboard", "torch.utils.tensorboard")
     with pytest.raises(ConfigError, match=r"pip install 'flowkit\[tensorboard\]'"):
         logger.open(tmp_path, resumed=False, total_steps=1, start_step=0)
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)

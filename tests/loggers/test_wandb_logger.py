@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import builtins
-
 import pytest
 
 from flowkit.errors import ConfigError
@@ -31,16 +29,9 @@ def test_offline_run_written_inside_run_dir(tmp_path, offline_env):
     assert runs[0].name == f"run-{run_id}.wandb"
 
 
-def test_missing_package_is_config_error(tmp_path, monkeypatch):
-    real_import = builtins.__import__
-
-    def no_wandb(name, *args, **kwargs):
-        if name == "wandb" or name.startswith("wandb."):
-            raise ImportError("No module named 'wandb'")
-        return real_import(name, *args, **kwargs)
-
+def test_missing_package_is_config_error(tmp_path, monkeypatch, hide_package):
     logger = WandbLogger()
-    monkeypatch.setattr(builtins, "__import__", no_wandb)
+    hide_package("wandb")
     with pytest.raises(ConfigError, match=r"pip install 'flowkit\[wandb\]'"):
         logger.open(tmp_path, resumed=False, total_steps=1, start_step=0)
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None)
