@@ -27,6 +27,7 @@ per step, `flowkit.synth.sample._synthesize(reference=True)`), the path this sam
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -152,6 +153,8 @@ def alternate(sides: dict[str, object], pairs: int) -> dict[str, float]:
             started = time.perf_counter()
             sides[name]()
             times[name].append(time.perf_counter() - started)
+        print("    pair " + str(k + 1) + ": " + ", ".join(f"{n} {v[-1]:.2f} s" for n, v in times.items()),
+              file=sys.stderr, flush=True)
     return {name: statistics.median(v) for name, v in times.items()}
 
 
@@ -174,14 +177,14 @@ def main() -> None:
         totals = [len(it["prompt"]) + it["target_frames"] for it in items]
         print(f"batch {batch}: items of {min(totals)}-{max(totals)} frames (prompt 40 %), {STEPS} Euler steps, "
               f"sway {SWAY:g}, CFG {CFG:g}; dim {DIM}, depth {DEPTH}; torch {torch.__version__}, {args.threads} threads; "
-              f"F5-TTS integrator: {f5.integrator}")
+              f"F5-TTS integrator: {f5.integrator}", flush=True)
         for text_path in args.paths:
             sides = {"F5-TTS": f5, "flowkit": FlowkitSampler(text_path, items)}
             if args.reference:
                 sides["flowkit reference"] = FlowkitSampler(text_path, items, reference=True)
             med = alternate(sides, args.pairs)
             line = ", ".join(f"{name} {m * 1e3:8.1f} ms" for name, m in med.items())
-            print(f"  {text_path:9s} median call: {line}")
+            print(f"  {text_path:9s} median call: {line}; load average {os.getloadavg()[0]:.1f}", flush=True)
             print(f"  ratio flowkit/F5: {med['flowkit'] / med['F5-TTS']:.3f}  (batch {batch}, {text_path}; target <= 0.80)")
             if args.reference:
                 print(f"  ratio flowkit/reference: {med['flowkit'] / med['flowkit reference']:.3f}")
