@@ -162,3 +162,14 @@ def test_a_wrong_unconditional_pass_is_caught(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(DiT, "prepare_sampling", keeps_prompt)
     fast, ref = _both(model, cond)
     assert _relative(fast, ref) > 1e3 * REL
+
+
+def test_on_step_sees_every_evaluation_as_the_reference_does() -> None:
+    model = _model()
+    cond = inference_conditions(model, _utterances(2), separator_ids={SPACE})
+    seen: dict[bool, list[float]] = {True: [], False: []}
+    for reference in (False, True):
+        sample._synthesize(model, cond, schedule=FlowMatching(), solver=Midpoint(sway=-1.0), steps=3, cfg_strength=2.0,
+                           generator=torch.Generator().manual_seed(0), noise=None, on_step=seen[reference].append,
+                           reference=reference)
+    assert len(seen[False]) == 6 and seen[False] == seen[True] and seen[False][0] == 0.0
