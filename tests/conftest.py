@@ -52,6 +52,23 @@ def hide_package(monkeypatch):
     return hide
 
 
+@pytest.fixture
+def generated_utterances(monkeypatch) -> list:
+    """The utterances `flowkit.synth.inference.generate` is given during the test, in order
+    (it still generates)."""
+    from flowkit.synth import inference
+
+    seen: list = []
+    real = inference.generate
+
+    def spy(im, utterances, **kwargs):
+        seen.extend(utterances)
+        return real(im, utterances, **kwargs)
+
+    monkeypatch.setattr(inference, "generate", spy)
+    return seen
+
+
 @pytest.fixture(autouse=True)
 def _clean_gin():
     """gin is global state: each test starts and ends with an empty config."""

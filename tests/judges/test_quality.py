@@ -1,6 +1,6 @@
 """``quality.dnsmos`` with the DNSMOS P.835 ONNX models the speechmos wheel ships
 (``flowkit[eval]``, no download): a clean real recording scores above the same recording
-with noise; any rate; the keys; a missing package is one line naming the extra."""
+with noise; any rate; the keys (the wheel and a missing package: test_judge_packages.py)."""
 
 from __future__ import annotations
 
@@ -81,28 +81,3 @@ def test_any_rate_and_level(judge, clips) -> None:
     assert 1.0 <= judge.score(3.0 * audio, sr)["ovrl"] <= 5.0  # over full scale: scaled, never clipped
     with pytest.raises(ConfigError, match="non-empty"):
         judge.score(np.zeros(0, np.float32), sr)
-
-
-def test_describe_names_the_wheel() -> None:
-    import importlib.metadata
-
-    registry.load_plugins()
-    info = registry.build("quality", "dnsmos").describe()
-    assert info["name"] == "quality.dnsmos" and "P.835" in info["model"]
-    assert info["version"] == f"speechmos {importlib.metadata.version('speechmos')}"
-
-
-def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch, hide_package) -> None:
-    import importlib.util
-
-    from flowkit.judges import default_quality_judge, unavailable
-
-    real_spec = importlib.util.find_spec
-    registry.load_plugins()
-    fresh = registry.build("quality", "dnsmos")
-    hide_package("speechmos")
-    with pytest.raises(ConfigError, match=r"^quality.dnsmos needs the speechmos package .*pip install 'flowkit\[eval\]'$"):
-        fresh.score(np.ones(1600, np.float32), 16000)
-    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "onnxruntime" else real_spec(n, *a))
-    assert unavailable("quality") == "quality.dnsmos needs onnxruntime: pip install 'flowkit[eval]'"
-    assert default_quality_judge() is None

@@ -1,6 +1,7 @@
 """``speaker.resemblyzer`` with the GE2E weights its wheel ships (``flowkit[eval]``, no
 download): on real recordings of the bundled demo clips it ranks the same speaker above
-every other speaker; embeddings are L2-normalised; silence and a missing package are handled."""
+every other speaker; embeddings are L2-normalised; silence is handled (the wheel and a missing package:
+test_judge_packages.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import numpy as np
 import pytest
 
 from flowkit import registry
-from flowkit.errors import ConfigError
 
 #: 3 clips of each of the 4 demo speakers, real 16 kHz recordings: allison's English
 #: sentences, and the 3 longest clips of june (French), carlo (Italian) and maxim (Russian).
@@ -84,28 +84,3 @@ def test_silence_embeds_to_zeros(judge, voices) -> None:
     assert not judge.embed(silent, sr).any()
     assert judge.similarity(silent, sr, a, sr) == 0.0
     assert not judge.embed(np.zeros(0, np.float32), sr).any()
-
-
-def test_describe_names_the_wheel() -> None:
-    import importlib.metadata
-
-    registry.load_plugins()
-    info = registry.build("speaker", "resemblyzer").describe()
-    assert info["name"] == "speaker.resemblyzer" and "pretrained.pt" in info["model"]
-    assert info["version"] == f"resemblyzer {importlib.metadata.version('resemblyzer')}"
-
-
-def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch, hide_package) -> None:
-    import importlib.util
-
-    from flowkit.judges import default_speaker_judge, unavailable
-
-    real_spec = importlib.util.find_spec
-    registry.load_plugins()
-    fresh = registry.build("speaker", "resemblyzer")
-    hide_package("resemblyzer")
-    with pytest.raises(ConfigError, match=r"^speaker.resemblyzer needs the resemblyzer package .*pip install 'flowkit\[eval\]'$"):
-        fresh.embed(np.ones(1600, np.float32), 16000)
-    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "resemblyzer" else real_spec(n, *a))
-    assert unavailable("speaker") == "speaker.resemblyzer needs resemblyzer: pip install 'flowkit[eval]'"
-    assert default_speaker_judge() is None

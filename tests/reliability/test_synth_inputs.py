@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-import torch
+from tiny_checkpoint import LOG_MEL_80, save_tiny_checkpoint
 from typer.testing import CliRunner
 
 from flowkit.cli.app import app
@@ -24,26 +24,7 @@ WORDS = "la mora sun tie kell agent logged off"
 
 
 def _checkpoint(root: Path, *, languages: tuple[str, ...] = ("en",), text_path: str = "aligned") -> Path:
-    from flowkit.checkpoints.files import save_checkpoint
-    from flowkit.model.dit import DiTConfig
-    from flowkit.text.chars import build_vocab
-
-    torch.manual_seed(0)
-    vocab = build_vocab([WORDS + " ."])
-    cfg = DiTConfig(preset="tiny", text_path=text_path)
-    model = cfg.build(80, vocab.size, len(languages))
-    with torch.no_grad():  # a duration head that predicts a few frames per character
-        for name, p in model.named_parameters():
-            if name.startswith("duration") and name.endswith("bias"):
-                p.fill_(1.5)
-    state = model.state_dict()
-    meta = {"config_text": "", "latent_stats": {"mean": [0.0] * 80, "std": [1.0] * 80, "n_frames": 1},
-            "vocab": vocab.state_dict(), "languages": list(languages), "model_config": cfg.to_dict(),
-            "latent_dim": 80, "frame_rate": 100.0, "sample_rate": SR, "stores": [],
-            "encoder": {"name": "log_mel", "params": {"sample_rate": SR, "n_fft": 1024, "win_length": 640,
-                                                      "hop_length": 160, "n_mels": 80, "fmin": 0.0, "fmax": None,
-                                                      "log_floor": 1e-5}}}
-    return save_checkpoint(root / "checkpoints", 3, {"model": state, "ema": {"num_updates": 0, "shadow": state}}, meta)
+    return save_tiny_checkpoint(root, [WORDS + " ."], languages=languages, text_path=text_path, encoder=LOG_MEL_80)
 
 
 @pytest.fixture(scope="module")
@@ -110,18 +91,9 @@ def test_a_good_prompt_gives_no_warning(ckpt: Path, tmp_path: Path) -> None:
     assert code == 0 and not _warnings(output), output
 
 
-def test_a_long_prompt_is_cut_with_its_text(ckpt: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_long_prompt_is_cut_with_its_text(ckpt: Path, tmp_path: Path, generated_utterances: list) -> None:
     """20 s of prompt: cut to at most 15 s (at a pause), its 20 words to the same share."""
-    from flowkit.synth import inference
-
-    seen = []
-    real = inference.generate
-
-    def spy(im, utterances, **kwargs):
-        seen.extend(utterances)
-        return real(im, utterances, **kwargs)
-
-    monkeypatch.setattr(inference, "generate", spy)
+    seen = generated_utterances
     prompt = tmp_path / "long.wav"
     sf.write(prompt, _voice(20.0), SR)
     words = " ".join(["la mora sun tie kell"] * 4)

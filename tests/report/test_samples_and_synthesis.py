@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 import torch
+from tiny_checkpoint import save_tiny_checkpoint
 from typer.testing import CliRunner
 
 from flowkit.cli.app import app
@@ -84,24 +85,7 @@ def test_synthesize_refuses_prompt_without_text(real_run: Path, tmp_path: Path) 
 @pytest.fixture
 def aligned_checkpoint(tmp_path: Path) -> Path:
     """A tiny aligned-path model saved in the trainer's checkpoint format (untrained weights)."""
-    from flowkit.checkpoints.files import save_checkpoint
-    from flowkit.model.dit import DiTConfig
-    from flowkit.text.chars import build_vocab
-
-    torch.manual_seed(0)
-    vocab = build_vocab(["la mora sun tie kell"])
-    cfg = DiTConfig(preset="tiny", text_path="aligned")
-    model = cfg.build(80, vocab.size, 1)
-    with torch.no_grad():  # a duration head that predicts a few frames per character
-        for name, p in model.named_parameters():
-            if name.startswith("duration") and name.endswith("bias"):
-                p.fill_(1.5)
-    state = model.state_dict()
-    meta = {"config_text": "", "latent_stats": {"mean": [0.0] * 80, "std": [1.0] * 80, "n_frames": 1},
-            "vocab": vocab.state_dict(), "languages": ["en"], "model_config": cfg.to_dict(), "latent_dim": 80,
-            "frame_rate": 100.0, "sample_rate": 16000, "stores": []}
-    return save_checkpoint(tmp_path / "checkpoints", 3, {"model": state, "ema": {"num_updates": 0, "shadow": state}},
-                           meta)
+    return save_tiny_checkpoint(tmp_path, ["la mora sun tie kell"])
 
 
 def test_synthesize_length_from_duration_head(aligned_checkpoint: Path, tmp_path: Path) -> None:
@@ -175,21 +159,13 @@ def test_synthesis_reads_its_components_from_the_checkpoint_not_the_config(tmp_p
 
 
 def test_synthesize_conditions_on_the_prompts_rate_and_loudness(aligned_checkpoint: Path, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+                                                               generated_utterances: list) -> None:
     """A prompt sets the speaking-rate and loudness buckets as prepare would label it (the model
     never trained on "unknown"); without a prompt they stay unknown (0)."""
     from flowkit.data import labels
     from flowkit.data.demo import demo_clips_path
-    from flowkit.synth import inference
 
-    seen = []
-    real_generate = inference.generate
-
-    def spy(im, utterances, **kwargs):
-        seen.extend(utterances)
-        return real_generate(im, utterances, **kwargs)
-
-    monkeypatch.setattr(inference, "generate", spy)
+    seen = generated_utterances
     clip = demo_clips_path() / "wavs" / "allison_en_agent-loggedoff.flac"
     words = "agent logged off"
     synthesize_file(aligned_checkpoint, "la mora", tmp_path / "p.wav", prompt=clip, prompt_text=words, steps=2,
