@@ -62,17 +62,15 @@ def _cross(p: CrossSegment, i: int, segments: Any, groups: dict, u: np.ndarray, 
     elif not partner.units:
         return attrs.evolve(base, fallback="prompt_too_long")
     else:
+        # whole units from a drawn first one, as many as fit in `want` frames (unit ends
+        # rise, so the ones that fit are a run from the first)
         units = partner.units
         first = min(len(units) - 1, int(float(u[2]) * len(units)))
-        c0, _, f0, _ = units[first]
-        last = None
-        for k in range(first, len(units)):
-            if units[k][3] - f0 > want:
-                break
-            last = k
-        if last is None or units[last][3] - f0 < p.min_prompt_frames:
+        c0, f0 = units[first][0], units[first][2]
+        fit = [unit for unit in units[first:] if unit[3] - f0 <= want]
+        if not fit or fit[-1][3] - f0 < p.min_prompt_frames:
             return attrs.evolve(base, fallback="prompt_too_short")
-        span, chars = (f0, units[last][3]), (c0, units[last][1])
+        span, chars = (f0, fit[-1][3]), (c0, fit[-1][1])
     return ItemPlan(i, (0, int(seg.n_frames)), j, span, chars, cross=True)
 
 
