@@ -234,3 +234,18 @@ def test_flowkit_declares_its_own_components_like_a_plugin():
     entries = [e for e in registry.discover() if e.distribution == "flowkit"]
     assert {"schedule.flow_matching", "loss.masked_mse", "model.dit"} <= {e.gin_name for e in entries}
     assert not hasattr(registry, "BUILTIN_MODULES") and not hasattr(registry, "KINDS")
+
+
+def test_every_declared_configurable_resolves():
+    """Each ``flowkit.configurables`` entry point names an object that exists and is the gin
+    configurable of its declared name (a stale ``module:attr`` after a move fails here)."""
+    import gin
+
+    from flowkit import registry
+
+    declared = [name for name, _, _ in registry._entries(registry.CONFIGURABLE_GROUP)]
+    assert {"Trainer", "Probe"} <= set(declared)
+    for name in declared:
+        obj = registry.configurable(name)
+        assert obj is not None
+        assert gin.config._REGISTRY.get_match(name) is not None, name
