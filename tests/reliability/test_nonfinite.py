@@ -21,19 +21,31 @@ from flowkit.train import run
 
 
 def _poison(monkeypatch: pytest.MonkeyPatch, steps: set[int]) -> None:
-    """Fill the latents of the training batches of ``steps`` (1-based) with NaN."""
-    original = batches.BatchBuilder.build
-    calls = [0]
+    """Fill the latents of the training batches of ``steps`` (1-based) with NaN.
 
-    def build(self, indices, rng, *, train):
-        batch, counts = original(self, indices, rng, train=train)
+    Training plans are made one step after another in one thread (`BatchBuilder.plan`), so
+    the k-th training plan is step k's; its batch is poisoned when a build worker assembles it.
+    """
+    original_plan, original_assemble = batches.BatchBuilder.plan, batches.BatchBuilder.assemble
+    calls, poisoned = [0], set()
+
+    def plan(self, indices, rng, *, train):
+        made = original_plan(self, indices, rng, train=train)
         if train:
             calls[0] += 1
             if calls[0] in steps:
-                batch.x1.fill_(math.nan)
+                poisoned.add(id(made))
+        return made
+
+    def assemble(self, made):
+        batch, counts = original_assemble(self, made)
+        if id(made) in poisoned:  # once: a later plan may reuse a freed plan's id
+            poisoned.discard(id(made))
+            batch.x1.fill_(math.nan)
         return batch, counts
 
-    monkeypatch.setattr(batches.BatchBuilder, "build", build)
+    monkeypatch.setattr(batches.BatchBuilder, "plan", plan)
+    monkeypatch.setattr(batches.BatchBuilder, "assemble", assemble)
 
 
 def _train(store: Path, out: Path, *extra: str, steps: int = 5):
