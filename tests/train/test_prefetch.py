@@ -24,17 +24,18 @@ def test_prefetch_on_and_off_train_the_same_bits(tiny_store: Path, tmp_path: Pat
 
 def test_a_batch_prefetched_at_a_checkpoint_leaves_no_trace(tiny_store: Path, tmp_path: Path, monkeypatch) -> None:
     reference = train(tiny_store, tmp_path / "ref", steps=8)
-    # Slow builds: whenever the run saves (steps 4 and 6 here), the next step's build is
-    # still running in the prefetch thread, advancing the sampler and the data stream.
-    original = BatchBuilder.build
-    in_flight_at_save = []
+    # Slow plans: whenever the run saves (steps 4 and 6 here), the next step's plan is
+    # still being made in the prefetch thread, advancing the sampler and the data stream.
+    original = BatchBuilder.plan
+    in_flight_at_save, slowed = [], []
 
-    def slow_build(self, *args, **kwargs):
+    def slow_plan(self, *args, **kwargs):
         if threading.current_thread().name == "flowkit-prefetch":
+            slowed.append(1)
             time.sleep(0.05)
         return original(self, *args, **kwargs)
 
-    monkeypatch.setattr(BatchBuilder, "build", slow_build)
+    monkeypatch.setattr(BatchBuilder, "plan", slow_plan)
     from flowkit.train import loop
 
     original_save = loop.TrainingLoop.save
@@ -46,7 +47,7 @@ def test_a_batch_prefetched_at_a_checkpoint_leaves_no_trace(tiny_store: Path, tm
     monkeypatch.setattr(loop.TrainingLoop, "save", watching_save)
     # SIGTERM after step 6 of 8: the stop checkpoint is written with step 7's build in flight.
     stopped = train_stopped_at(monkeypatch, tiny_store, tmp_path / "run", stop=6)
-    assert any(in_flight_at_save)
+    assert slowed and any(in_flight_at_save)
     monkeypatch.undo()
     run.resume(stopped.run_dir, device="cpu")
     assert_same_tensors(final_state(reference.run_dir)["model"], final_state(stopped.run_dir)["model"])
