@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 25 end to end, from a clone: a teacher corpus (Piper en_US-joe-medium saying KJV
 # sentences, tools/teacher_corpus.py) -> flowkit prepare (the teacher's word timings as
-# unit timings) -> flowkit train gin/speak_cpu.gin -> flowkit eval on the held-out list.
+# unit timings) -> flowkit train gin/speak_cpu.gin (or $GIN) -> flowkit eval on the held-out list.
 # Leaves the corpus in OUT/corpus/, the store in OUT/data.zarr, the run in OUT/run/ and the
 # eval in OUT/run/evals/heldout/ (listed by flowkit report); prints `held-out WER: X` last. Every stage continues
 # where a killed run stopped (rerun the same command).
@@ -12,7 +12,8 @@
 # Sizes (env): HOURS (training speech, default 1), STEPS (default: gin/speak_cpu.gin's),
 # HELDOUT (held-out sentences, default 50), PROMPTS (default 10), SEED (default 0),
 # THREADS (Piper's onnxruntime threads, default 2), PROBE (0 = no probe during training),
-# BINDINGS (more -b bindings for flowkit train, separated by ';').
+# BINDINGS (more -b bindings for flowkit train, separated by ';'), GIN (the experiment,
+# default speak_cpu.gin; speak_cpu_f5.gin is the same recipe on the F5 unaligned text path).
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: [HOURS=1] [STEPS=N] [HELDOUT=50] tools/speak_cpu.sh OUT" >&2
@@ -27,6 +28,7 @@ PROMPTS="${PROMPTS:-10}"
 SEED="${SEED:-0}"
 THREADS="${THREADS:-2}"
 PROBE="${PROBE:-1}"
+GIN="${GIN:-speak_cpu.gin}"
 
 if [ ! -x "$REPO/.venv/bin/flowkit" ]; then
   "$REPO/tools/setup.sh"
@@ -51,7 +53,7 @@ else
   echo "prepare: $OUT/data.zarr exists"; took[prepare]=0
 fi
 
-stage "train gin/speak_cpu.gin"
+stage "train gin/$GIN"
 args=(-b "Probe.audio_dirs = ['$OUT/corpus/wavs']")
 [ -n "${STEPS:-}" ] && args+=(-b "Trainer.steps = $STEPS")
 [ "$PROBE" = 0 ] && args+=(-b "Trainer.probe = None")
@@ -59,7 +61,7 @@ if [ -n "${BINDINGS:-}" ]; then
   IFS=';' read -ra extra <<< "$BINDINGS"
   for b in "${extra[@]}"; do args+=(-b "$b"); done
 fi
-timed train "$FLOWKIT" train gin/speak_cpu.gin --data "$OUT/data.zarr" --out "$OUT/run" "${args[@]}"
+timed train "$FLOWKIT" train "gin/$GIN" --data "$OUT/data.zarr" --out "$OUT/run" "${args[@]}"
 
 stage "eval on the held-out list"
 timed eval "$FLOWKIT" eval "$OUT/run" --testset "$OUT/corpus/heldout.lst" --out "$OUT/run/evals/heldout"
