@@ -32,13 +32,35 @@ All are subclasses of the ``nn`` modules they replace, so parameter names, state
 checkpoints are unchanged; on CUDA, under autocast and in other dtypes they are the ``nn``
 module. `reference_kernels` switches the faster paths off (to count FLOPs with
 ``torch.utils.flop_counter``, or to compare against torch's own kernels).
+
+Which kernel is faster depends on the CPU (on that AMD EPYC oneDNN's matmul is twice
+MKL's speed; on an Intel Xeon MKL is as fast), so the linear and grouped-convolution kernels
+are chosen by measurement, once per process and per set of layer shapes
+(`choose_cpu_kernels`, which ``flowkit train`` calls before its first step and prints in one
+``cpu kernels: ...`` line): each candidate runs the forward and backward pass of the model's
+own layers at `MEASURE_ROWS` rows, alternated, and the faster (median) is used from then on.
+Models with fewer than `MEASURE_MIN_WEIGHTS` linear weights keep `DEFAULT_KERNELS` unmeasured
+(their products are too small for the choice to matter, and an unmeasured choice is the same
+in every process). The environment variables ``FLOWKIT_CPU_LINEAR`` (``auto``, ``mkl``,
+``onednn``) and ``FLOWKIT_CPU_GROUPED_CONV`` (``auto``, ``torch``, ``onednn``) fix a choice.
+
+The two kernels of a family compute the same products in another order, so their results
+differ in the last bits: a run records its choice in each checkpoint's meta
+(`KernelChoice.record`) and a resumed run re-uses the recorded choice whatever the
+measurement or the environment says, so it trains the same bits as a run that never
+stopped. A checkpoint without a record ran `DEFAULT_KERNELS` (what flowkit used before the
+choice was measured).
 """
 
 from __future__ import annotations
 
+import os
 import platform
-from collections.abc import Iterator
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,12 +68,40 @@ import torch.nn.functional as F
 from torch import nn
 from torch.autograd.function import once_differentiable
 
-__all__ = ["ONEDNN_MIN_ROWS", "Dropout", "GroupedConv1d", "Linear", "linear", "reference_kernels"]
+from flowkit.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_KERNELS", "KERNEL_ENV", "KERNELS", "MEASURE_MIN_WEIGHTS", "MEASURE_ROWS", "ONEDNN_MIN_ROWS", "Dropout",
+    "GroupedConv1d", "KernelChoice", "Linear", "choose_cpu_kernels", "current_kernels", "linear", "reference_kernels",
+    "use_kernels",
+]
 
 ONEDNN_MIN_ROWS = 512
 """`Linear` multiplies through oneDNN from this many rows (frames or characters) up."""
 
 _faster_paths = True
+
+KERNELS: dict[str, tuple[str, ...]] = {"linear": ("mkl", "onednn"), "grouped_conv": ("torch", "onednn")}
+"""Each family's candidate kernels: ``linear``: ``mkl`` (``F.linear``: MKL's SGEMM on x86) or
+``onednn`` (`_OneDNNLinear`); ``grouped_conv``: ``torch`` (`_TorchKernelConv1d`) or ``onednn``
+(``nn.Conv1d``'s own CPU path)."""
+
+DEFAULT_KERNELS: dict[str, str] = {"linear": "onednn", "grouped_conv": "torch"}
+"""The kernels in force until a choice is made, and those of a checkpoint that records none."""
+
+KERNEL_ENV: dict[str, str] = {"linear": "FLOWKIT_CPU_LINEAR", "grouped_conv": "FLOWKIT_CPU_GROUPED_CONV"}
+"""The environment variable that fixes each family's kernel (``auto``: measure)."""
+
+MEASURE_ROWS = 1024
+"""Rows (frames) of the products `choose_cpu_kernels` times: above `ONEDNN_MIN_ROWS`, small
+enough that the measurement of a 4.5M-parameter model takes well under a second."""
+
+MEASURE_MIN_WEIGHTS = 1_000_000
+"""Linear weights a model needs for its kernels to be measured (the ``tiny`` preset has
+0.17M, ``small`` 4.2M)."""
+
+_kernels: dict[str, str] = dict(DEFAULT_KERNELS)
+_measured: dict[tuple, dict[str, float]] = {}  # per process: (family, shapes, rows, threads) -> {kernel: ms}
 
 
 @contextmanager
@@ -143,7 +193,8 @@ class GroupedConv1d(nn.Conv1d):
 
     def _conv_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         plain = (
-            not _float32_cpu(x, weight)
+            _kernels["grouped_conv"] != "torch"
+            or not _float32_cpu(x, weight)
             or self.stride != (1,)
             or self.dilation != (1,)
             or self.padding_mode != "zeros"
@@ -225,9 +276,11 @@ class _OneDNNLinear(torch.autograd.Function):
 
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` by `Linear`'s rule: ``x [... in] @ weight [out in]^T (+ bias [out])`` ->
-    ``[... out]``, through oneDNN for float32 CPU products of at least `ONEDNN_MIN_ROWS` rows."""
+    ``[... out]``, through oneDNN for float32 CPU products of at least `ONEDNN_MIN_ROWS` rows
+    while the linear kernel in force is ``onednn`` (`current_kernels`)."""
     plain = (
         _ONEDNN_LINEAR is None
+        or _kernels["linear"] != "onednn"
         or not _float32_cpu(x, weight)
         or x.numel() < ONEDNN_MIN_ROWS * weight.shape[1]
         or torch.compiler.is_compiling()
@@ -245,3 +298,211 @@ class Linear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return linear(x, self.weight, self.bias)
+
+
+def current_kernels() -> dict[str, str]:
+    """The kernel in force per family (``{"linear": ..., "grouped_conv": ...}``, a copy)."""
+    return dict(_kernels)
+
+
+def use_kernels(**choice: str) -> None:
+    """Put kernels in force, process-wide: ``use_kernels(linear="mkl")``; families not named
+    keep theirs.
+
+    Raises:
+        ValueError: an unknown family or kernel.
+    """
+    for family, kernel in choice.items():
+        if kernel not in KERNELS.get(family, ()):
+            raise ValueError(f"cpu kernel {family}={kernel!r} is not known; use one of {KERNELS.get(family)}")
+    _kernels.update(choice)
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    """The kernels a run uses, how each was chosen and what the measurement found.
+
+    ``kernels``: ``{family: kernel}``; ``how``: ``{family: "measured" | "recorded" |
+    "FLOWKIT_CPU_... = ..." | "default (...)"}``; ``ms``: ``{family: {kernel: ms}}``, the
+    forward + backward time of the model's layers of that family at `MEASURE_ROWS` rows per
+    candidate (empty where nothing was measured).
+    """
+
+    kernels: dict[str, str]
+    how: dict[str, str]
+    ms: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def line(self) -> str:
+        """One line: ``cpu kernels: linear=mkl (measured: mkl 1.00 ms, onednn 1.12 ms), ...``."""
+        parts = []
+        for family, kernel in self.kernels.items():
+            times = self.ms.get(family)
+            detail = self.how[family]
+            if times:
+                detail += ": " + ", ".join(f"{k} {v:.2f} ms" for k, v in times.items())
+            parts.append(f"{family.replace('_', ' ')}={kernel} ({detail})")
+        return "cpu kernels: " + ", ".join(parts)
+
+    def record(self) -> dict[str, Any]:
+        """What a checkpoint's meta keeps (JSON): ``{"kernels", "how", "ms"}``."""
+        return {"kernels": dict(self.kernels), "how": dict(self.how), "ms": {k: dict(v) for k, v in self.ms.items()}}
+
+
+def _median_ms(runs: Mapping[str, Callable[[], None]], reps: int) -> dict[str, float]:
+    """``{name: median ms}`` of each callable, after one warm-up each, alternating the
+    order every repetition so that load from elsewhere falls on all of them."""
+    for fn in runs.values():
+        fn()
+    times: dict[str, list[float]] = {name: [] for name in runs}
+    names = list(runs)
+    for rep in range(reps):
+        for name in names if rep % 2 == 0 else names[::-1]:
+            started = time.perf_counter()
+            runs[name]()
+            times[name].append(time.perf_counter() - started)
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
+def _linear_runs(k_in: int, k_out: int, rows: int) -> dict[str, Callable[[], None]]:
+    """Forward + backward of one ``[rows k_in] -> [rows k_out]`` layer through each linear kernel."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, k_in, generator=g).requires_grad_(True)
+    w = (torch.randn(k_out, k_in, generator=g) / k_in**0.5).requires_grad_(True)
+    b = torch.zeros(k_out).requires_grad_(True)
+    dy = torch.randn(rows, k_out, generator=g)
+
+    def run(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
+        def once() -> None:
+            x.grad = w.grad = b.grad = None
+            fn(x, w, b).backward(dy)
+        return once
+
+    return {"mkl": run(F.linear), "onednn": run(_OneDNNLinear.apply)}
+
+
+def _grouped_conv_runs(conv: nn.Conv1d, rows: int) -> dict[str, Callable[[], None]]:
+    """Forward + backward of one grouped convolution of ``rows`` frames (``[rows // 512 or 1,
+    c, n]``) through each grouped-convolution kernel."""
+    frames = min(rows, 512)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(max(1, rows // frames), conv.in_channels, frames, generator=g).requires_grad_(True)
+    w = conv.weight.detach().clone().requires_grad_(True)
+    b = None if conv.bias is None else conv.bias.detach().clone().requires_grad_(True)
+    pad, groups = int(conv.padding[0]), conv.groups
+
+    def onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return F.conv1d(x, w, b, padding=pad, groups=groups)
+
+    def mine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return _TorchKernelConv1d.apply(x, w, b, pad, groups)
+
+    dy = torch.randn(onednn(x, w, b).shape, generator=g)
+
+    def run(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
+        def once() -> None:
+            x.grad = w.grad = None
+            if b is not None:
+                b.grad = None
+            fn(x, w, b).backward(dy)
+        return once
+
+    return {"torch": run(mine), "onednn": run(onednn)}
+
+
+def _measure(family: str, shapes: dict[tuple, tuple[int, Callable[[], dict[str, Callable[[], None]]]]],
+             rows: int, reps: int) -> dict[str, float]:
+    """``{kernel: ms}``: the sum over ``shapes`` (``{shape: (count, make_runs)}``) of count x
+    the median forward + backward time, cached per process."""
+    key = (family, tuple(sorted((s, c) for s, (c, _) in shapes.items())), rows, torch.get_num_threads())
+    if key not in _measured:
+        total = dict.fromkeys(KERNELS[family], 0.0)
+        with torch.enable_grad():
+            for count, make_runs in shapes.values():
+                for kernel, ms in _median_ms(make_runs(), reps).items():
+                    total[kernel] += count * ms
+        _measured[key] = total
+    return dict(_measured[key])
+
+
+def _from_env(family: str) -> str | None:
+    """The kernel the family's environment variable fixes (None: ``auto`` or unset).
+
+    Raises:
+        ConfigError: a value that is neither ``auto`` nor one of the family's kernels.
+    """
+    name = KERNEL_ENV[family]
+    value = os.environ.get(name, "auto").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value not in KERNELS[family]:
+        raise ConfigError(f"{name} = {os.environ[name]!r} is not known; use auto, {' or '.join(KERNELS[family])}")
+    return value
+
+
+def choose_cpu_kernels(
+    model: nn.Module,
+    *,
+    recorded: Mapping[str, Any] | None = None,
+    resumed: bool = False,
+    measure: bool = True,
+    rows: int = MEASURE_ROWS,
+    reps: int = 5,
+) -> KernelChoice:
+    """Choose, put in force (`use_kernels`) and return the CPU kernels for training ``model``.
+
+    Per family, in this order: a resumed run's recorded kernel (``recorded``, a checkpoint
+    meta's `KernelChoice.record`; a resumed run without one gets `DEFAULT_KERNELS`, what it
+    trained with), so a resume trains the same bits; the family's environment variable
+    (`KERNEL_ENV`); the default where the model has no layer of the family, fewer than
+    `MEASURE_MIN_WEIGHTS` linear weights, or ``measure`` is false (e.g. ranks of one
+    distributed run, which must agree); else the faster candidate measured at the model's own
+    layer shapes (each distinct shape once, weighted by its count, ``rows`` frames, median of
+    ``reps``; cached per process). Without oneDNN's linear kernel (not x86-64) linear is
+    ``mkl``.
+
+    Raises:
+        ConfigError: an environment variable names an unknown kernel.
+    """
+    linears: dict[tuple, list] = {}
+    convs: dict[tuple, list] = {}
+    weights = 0
+    for module in model.modules():
+        if isinstance(module, Linear):
+            shape = (module.in_features, module.out_features)
+            linears.setdefault(shape, [0, None])[0] += 1
+            weights += module.in_features * module.out_features
+        elif isinstance(module, GroupedConv1d):
+            shape = (module.in_channels, module.out_channels, module.kernel_size[0], module.groups, module.padding)
+            convs.setdefault(shape, [0, module])[0] += 1
+    shapes = {
+        "linear": {s: (c, lambda s=s: _linear_runs(s[0], s[1], rows)) for s, (c, _) in linears.items()},
+        "grouped_conv": {s: (c, lambda m=m: _grouped_conv_runs(m, rows)) for s, (c, m) in convs.items()},
+    }
+    kernels, how, ms = {}, {}, {}
+    saved = dict(recorded.get("kernels", {})) if recorded else {}
+    for family in KERNELS:
+        env = _from_env(family)
+        if resumed:
+            kernel = saved.get(family, DEFAULT_KERNELS[family])
+            kernels[family] = kernel
+            how[family] = "recorded" if family in saved else "default: the checkpoint records none"
+            if env is not None and env != kernel:
+                how[family] += f"; {KERNEL_ENV[family]} = {env} ignored, a resumed run keeps its kernels"
+        elif env is not None:
+            kernels[family], how[family] = env, f"{KERNEL_ENV[family]} = {env}"
+        elif not shapes[family]:
+            kernels[family], how[family] = DEFAULT_KERNELS[family], "default: no such layer"
+        elif not measure:
+            kernels[family], how[family] = DEFAULT_KERNELS[family], "default: not measured"
+        elif weights < MEASURE_MIN_WEIGHTS:
+            kernels[family], how[family] = DEFAULT_KERNELS[family], f"default: under {MEASURE_MIN_WEIGHTS:,} linear weights"
+        elif family == "linear" and _ONEDNN_LINEAR is None:
+            kernels[family], how[family] = "mkl", "oneDNN's linear kernel is not available"
+        else:
+            ms[family] = _measure(family, shapes[family], rows, reps)
+            kernels[family], how[family] = min(ms[family], key=ms[family].get), "measured"
+        if family == "linear" and kernels[family] == "onednn" and _ONEDNN_LINEAR is None:
+            kernels[family] = "mkl"
+            how[family] += "; oneDNN's linear kernel is not available here"
+    use_kernels(**kernels)
+    return KernelChoice(kernels, how, ms)

@@ -45,6 +45,7 @@ from flowkit.console import say, warn
 from flowkit.data.encoder_records import vocoder_record
 from flowkit.errors import CheckpointError, ConfigError, DataError, FlowkitError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
+from flowkit.model.cpu_kernels import choose_cpu_kernels
 from flowkit.train import distributed
 from flowkit.train.loop import TrainingLoop
 from flowkit.train.origins import InitFrom, Origin, Restored, Resume, parent_path, plan_start
@@ -323,6 +324,7 @@ def _run(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.dev
         restored = origin.restore(parts, settings, ctx)
         step = restored.counters.step
         meta = _checkpoint_meta(parsed, settings, parts, restored, ctx)
+        meta["cpu_kernels"] = _cpu_kernels(parts, device, origin, ctx)
         if ctx.is_main:
             _write_workspace(workspace, parsed, settings, parts, device, meta, origin,
                              lock_takeover=lock_takeover, step=step)
@@ -413,6 +415,21 @@ def _remove_new_files(root: Path, before: set[str] | None) -> None:
             path.unlink(missing_ok=True)
 
 
+def _cpu_kernels(parts: RunParts, device: torch.device, origin: Origin, ctx: distributed.DistContext) -> dict | None:
+    """Choose this run's CPU kernels (`flowkit.model.cpu_kernels.choose_cpu_kernels`: measured
+    at the model's shapes; a resume re-uses its checkpoint's record, so it trains the same
+    bits), print them in one line and return the record for the checkpoints' meta (None on
+    other devices; ranks of a distributed run take the defaults, which all ranks share)."""
+    if device.type != "cpu":
+        return None
+    resumed = isinstance(origin, Resume)
+    recorded = origin.loaded.meta.get("cpu_kernels") if resumed else None
+    choice = choose_cpu_kernels(parts.model, resumed=resumed, recorded=recorded, measure=ctx.world_size == 1)
+    if ctx.is_main:
+        say(choice.line())
+    return choice.record()
+
+
 def _checkpoint_meta(parsed: Any, settings: Trainer, parts: RunParts, restored: Restored,
                      ctx: distributed.DistContext) -> dict[str, Any]:
     """The static part of every checkpoint's ``meta.json``."""
@@ -474,6 +491,7 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, parts
             "lock_taken_over": lock_takeover,
             "metrics_lines_removed": removed,
             "num_parameters": sum(p.numel() for p in parts.model.parameters()),
+            "cpu_kernels": meta.get("cpu_kernels"),  # the kernels chosen at start (None: not a CPU run)
             "world_size": meta["world_size"],  # processes training together (torchrun); rank 0 writes
             "plugins": _plugin_versions(),
         },

@@ -1,0 +1,175 @@
+"""flowkit.model.cpu_kernels.choose_cpu_kernels: the CPU kernels measured at start, fixed by
+the environment, or re-used from a resumed run's record, and each kernel in force computes
+what its reference computes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from flowkit.errors import ConfigError
+from flowkit.model import cpu_kernels
+from flowkit.model.cpu_kernels import (
+    _ONEDNN_LINEAR,
+    DEFAULT_KERNELS,
+    KERNELS,
+    MEASURE_MIN_WEIGHTS,
+    GroupedConv1d,
+    KernelChoice,
+    Linear,
+    choose_cpu_kernels,
+    current_kernels,
+    linear,
+    use_kernels,
+)
+
+needs_onednn = pytest.mark.skipif(_ONEDNN_LINEAR is None, reason="oneDNN's linear kernel is x86-64 only")
+
+
+@pytest.fixture(autouse=True)
+def _kernels_restored(monkeypatch):
+    """Each test leaves the process's kernels, measurement cache and environment as it found them."""
+    before = current_kernels()
+    monkeypatch.setattr(cpu_kernels, "_measured", {})
+    for name in cpu_kernels.KERNEL_ENV.values():
+        monkeypatch.delenv(name, raising=False)
+    yield
+    use_kernels(**before)
+
+
+class _Big(nn.Module):
+    """Just over `MEASURE_MIN_WEIGHTS` linear weights (two shapes) and one grouped convolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = Linear(1000, 1000)
+        self.b = Linear(1000, 16)
+        self.conv = GroupedConv1d(32, 32, 7, padding=3, groups=4)
+
+
+class _Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = Linear(64, 64)
+
+
+def test_a_large_model_is_measured_once_per_process_and_the_faster_kernel_is_in_force(monkeypatch):
+    assert sum(m.in_features * m.out_features for m in _Big().modules() if isinstance(m, Linear)) >= MEASURE_MIN_WEIGHTS
+    calls = []
+    real = cpu_kernels._median_ms
+
+    def counted(runs, reps):
+        calls.append(sorted(runs))
+        return real(runs, 1)
+
+    monkeypatch.setattr(cpu_kernels, "_median_ms", counted)
+    choice = choose_cpu_kernels(_Big(), rows=64)
+    expected = {"grouped_conv"} | ({"linear"} if _ONEDNN_LINEAR is not None else set())
+    assert set(choice.ms) == expected
+    for family, times in choice.ms.items():
+        assert set(times) == set(KERNELS[family]) and all(v > 0 for v in times.values())
+        assert choice.kernels[family] == min(times, key=times.get)
+        assert choice.how[family] == "measured"
+    assert current_kernels() == choice.kernels
+    measured = len(calls)
+    assert measured == (3 if _ONEDNN_LINEAR is not None else 1)  # two linear shapes, one convolution
+    again = choose_cpu_kernels(_Big(), rows=64)  # same shapes: the process's cache, no timing
+    assert len(calls) == measured and again.kernels == choice.kernels
+
+
+def test_a_small_model_keeps_the_defaults_unmeasured(monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda *a: pytest.fail("a small model is not timed"))
+    use_kernels(linear="mkl", grouped_conv="onednn")
+    choice = choose_cpu_kernels(_Tiny())
+    assert choice.kernels == DEFAULT_KERNELS and current_kernels() == DEFAULT_KERNELS and choice.ms == {}
+    assert choice.how["linear"].startswith("default: under")
+    assert choice.how["grouped_conv"] == "default: no such layer"
+    assert choose_cpu_kernels(_Big(), measure=False).how["linear"] == "default: not measured"
+
+
+def test_the_environment_fixes_a_kernel_and_a_bad_value_is_one_config_error(monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda *a: pytest.fail("a fixed kernel is not timed"))
+    monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "mkl")
+    monkeypatch.setenv("FLOWKIT_CPU_GROUPED_CONV", "ONEDNN")
+    choice = choose_cpu_kernels(_Big())
+    assert choice.kernels == {"linear": "mkl", "grouped_conv": "onednn"}
+    assert choice.how == {"linear": "FLOWKIT_CPU_LINEAR = mkl", "grouped_conv": "FLOWKIT_CPU_GROUPED_CONV = onednn"}
+    monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "blas")
+    with pytest.raises(ConfigError, match=r"FLOWKIT_CPU_LINEAR = 'blas' is not known; use auto, mkl or onednn"):
+        choose_cpu_kernels(_Big())
+
+
+def test_a_resumed_run_keeps_its_recorded_kernels_whatever_the_environment_says(monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda *a: pytest.fail("a resumed run is not timed"))
+    first = KernelChoice({"linear": "mkl", "grouped_conv": "onednn"}, {"linear": "measured", "grouped_conv": "measured"},
+                         {"linear": {"mkl": 1.0, "onednn": 1.2}})
+    monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")
+    resumed = choose_cpu_kernels(_Big(), resumed=True, recorded=first.record())
+    assert resumed.kernels == first.kernels and current_kernels() == first.kernels
+    assert resumed.how["linear"] == "recorded; FLOWKIT_CPU_LINEAR = onednn ignored, a resumed run keeps its kernels"
+    assert resumed.how["grouped_conv"] == "recorded"
+    # a checkpoint from before kernels were chosen trained with the defaults
+    old = choose_cpu_kernels(_Big(), resumed=True, recorded=None)
+    assert old.kernels == DEFAULT_KERNELS and old.how["grouped_conv"] == "default: the checkpoint records none"
+
+
+def test_the_line_names_each_kernel_how_it_was_chosen_and_the_times():
+    choice = KernelChoice({"linear": "mkl", "grouped_conv": "torch"}, {"linear": "measured", "grouped_conv": "recorded"},
+                          {"linear": {"mkl": 1.0, "onednn": 1.123}})
+    assert choice.line() == ("cpu kernels: linear=mkl (measured: mkl 1.00 ms, onednn 1.12 ms), "
+                             "grouped conv=torch (recorded)")
+
+
+def test_use_kernels_refuses_an_unknown_kernel():
+    with pytest.raises(ValueError, match="linear='cublas' is not known"):
+        use_kernels(linear="cublas")
+
+
+# Equality of each kernel in force with its reference. The oneDNN and MKL products sum the
+# same float32 terms in another order (blocking and threads): each output is a sum of k <= 256
+# products of O(1) values, whose rounding differs by a few ulps of the sum, so rtol 1e-5 with
+# atol 1e-5 (gradients: sums over up to 1,200 rows, atol 1e-4) holds on any x86 CPU, thread
+# count and BLAS. The torch and oneDNN grouped convolutions likewise (31-tap sums of 16 channels).
+
+
+@pytest.mark.parametrize("kernel", ["mkl", pytest.param("onednn", marks=needs_onednn)])
+def test_linear_in_force_equals_f_linear_forward_and_backward(kernel):
+    torch.manual_seed(0)
+    use_kernels(linear=kernel)
+    x0, w0, b0 = torch.randn(4, 300, 256), torch.randn(96, 256) / 16, torch.randn(96)
+    dy = torch.randn(4, 300, 96)
+    results = []
+    for fn in (linear, F.linear):
+        x, w, b = (t.clone().requires_grad_(True) for t in (x0, w0, b0))
+        y = fn(x, w, b)
+        y.backward(dy)
+        results.append([y.detach(), x.grad, w.grad, b.grad])
+    if kernel == "mkl":  # the very same call
+        for mine, ref in zip(*results, strict=True):
+            assert torch.equal(mine, ref)
+    else:
+        for (mine, ref), atol in zip(zip(*results, strict=True), (1e-5, 1e-5, 1e-4, 1e-4), strict=True):
+            torch.testing.assert_close(mine, ref, rtol=1e-5, atol=atol)
+
+
+@pytest.mark.parametrize("kernel", ["torch", "onednn"])
+def test_grouped_conv_in_force_equals_nn_conv1d_forward_and_backward(kernel):
+    torch.manual_seed(0)
+    use_kernels(grouped_conv=kernel)
+    ref = nn.Conv1d(64, 64, 31, padding=15, groups=16)
+    conv = GroupedConv1d(64, 64, 31, padding=15, groups=16)
+    conv.load_state_dict(ref.state_dict())
+    base, dy = torch.randn(2, 64, 120), torch.randn(2, 64, 120)
+    results = []
+    for module in (conv, ref):
+        x = base.clone().requires_grad_(True)
+        y = module(x)
+        y.backward(dy)
+        results.append([y.detach(), x.grad, module.weight.grad, module.bias.grad])
+    for mine, theirs in zip(*results, strict=True):
+        if kernel == "onednn":  # nn.Conv1d's own path
+            assert torch.equal(mine, theirs)
+        else:
+            torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
