@@ -24,6 +24,14 @@ own linear-layer shapes (forward ``X W^T`` and the two backward products, throug
 ``torch.mm`` and through the kernel flowkit's layers use, the faster counted): the step's
 share of that rate (target >= 80 %) and where the rest of the step goes (the GEMMs at that
 rate against attention, convolutions, element-wise work and the optimizer).
+
+Before the first step each flowkit side chooses its CPU kernels as ``flowkit train`` does
+(`flowkit.model.cpu_kernels.choose_cpu_kernels`, measured at the model's shapes unless
+``FLOWKIT_CPU_LINEAR`` / ``FLOWKIT_CPU_GROUPED_CONV`` fix them) and prints the
+``cpu kernels: ...`` line. ``--profile`` profiles 3 more steps of each flowkit side and prints
+where its step goes (`breakdown`): block GEMMs, attention, convolutions, element-wise work,
+the loss, the optimizer (clipping + AdamW + zero_grad), copies and fills, autograd and
+Python, in ms per step and share of the profiled step; then torch's top-10 op table.
 """
 
 from __future__ import annotations
@@ -109,6 +117,9 @@ class FlowkitSide:
         config = DiTConfig(preset="small", dim=DIM, depth=DEPTH, heads=HEADS, ff_mult=FF_MULT, text_dim=TEXT_DIM,
                            conv_layers=CONV_LAYERS, dropout=DROPOUT, text_path=text_path)
         self.model = config.build(MEL, VOCAB, 1)
+        from flowkit.model.cpu_kernels import choose_cpu_kernels
+
+        self.kernels = choose_cpu_kernels(self.model)  # as flowkit train does before its first step
         # flowkit's own optimizer (flowkit.train.run): AdamW, fused on the CPU too
         self.opt = build_optimizer(self.model, lr=1e-4, betas=(0.9, 0.999), weight_decay=0.01,
                                    device=torch.device("cpu"))
@@ -118,6 +129,7 @@ class FlowkitSide:
 
             self.losses.append(DurationL1())
         self.names = loss_names(self.losses)
+        self.losses = [_Labelled(loss, "bench.loss") for loss in self.losses]  # for the profile's "the loss"
         self.x1, self.cond = self._conditions(data, text_path == "aligned")
         self.generator = torch.Generator().manual_seed(1)
 
@@ -164,9 +176,21 @@ class FlowkitSide:
                               autocast=False)
         shares = unit_weighted(named, {k: max(v, 1.0) for k, v in unit_sums([self.cond]).items()})
         sum((term.weight * shares[term.name] for term in named), torch.zeros(())).backward()
-        torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
-        self.opt.step()
-        self.opt.zero_grad(set_to_none=True)
+        with torch.profiler.record_function("bench.optimizer"):
+            torch.nn.utils.clip_grad_norm_(self.model.parameters(), 1.0, foreach=True)
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+
+
+class _Labelled:
+    """A loss whose calls run inside a profiler range named ``label`` (same ``weight``)."""
+
+    def __init__(self, loss, label: str) -> None:
+        self.loss, self.label, self.weight = loss, label, float(getattr(loss, "weight", 1.0))
+
+    def __call__(self, inputs):
+        with torch.profiler.record_function(self.label):
+            return self.loss(inputs)
 
 
 def _best_seconds(fn, reps: int) -> float:
@@ -193,14 +217,16 @@ def gemm_rate(tokens: int, reps: int = 5) -> tuple[float, float, str]:
     best kernel: per block 4 ``[T c] x [c c]`` products (q, k, v, out) and the feed-forward
     ``[T c] x [c f c]``, ``[T f c] x [f c c]``, each forward, input gradient and weight
     gradient (`_three_products`); ``T = tokens``. Timed through ``torch.mm`` (MKL) and
-    flowkit's linear kernel (`flowkit.model.cpu_kernels.linear`); the faster of the two is
-    the machine's rate at these shapes."""
+    oneDNN's (`flowkit.model.cpu_kernels`, where this torch build has it); the faster of the
+    two is the machine's rate at these shapes."""
     from flowkit.model import cpu_kernels
 
     shapes = [(DIM, DIM)] * 4 + [(DIM, FF_MULT * DIM), (FF_MULT * DIM, DIM)]
     g = torch.Generator().manual_seed(0)
-    flops, kernels = 0.0, {"mkl": 0.0, "flowkit": 0.0}
-    mms = {"mkl": lambda a, b: torch.mm(a, b.t()), "flowkit": cpu_kernels.linear}
+    mms = {"mkl": lambda a, b: torch.mm(a, b.t())}
+    if cpu_kernels._ONEDNN_LINEAR is not None:
+        mms["onednn"] = cpu_kernels._onednn_mm
+    flops, kernels = 0.0, dict.fromkeys(mms, 0.0)
     for k_in, k_out in dict.fromkeys(shapes):
         count = shapes.count((k_in, k_out)) * DEPTH
         x, w, dy = (torch.randn(tokens, k_in, generator=g), torch.randn(k_out, k_in, generator=g),
@@ -233,14 +259,71 @@ def n_params(model: torch.nn.Module) -> float:
     return sum(p.numel() for p in model.parameters()) / 1e6
 
 
-def profile(name: str, step, steps: int = 3, rows: int = 10) -> None:
+CATEGORIES = (
+    "block GEMMs", "attention (SDPA)", "convolutions", "element-wise", "the loss", "optimizer", "copies and fills",
+    "autograd and Python",
+)
+_RANGES = {"bench.loss": "the loss", "bench.optimizer": "optimizer"}
+_GEMM = ("mkldnn::_linear_pointwise", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+_COPIES = ("aten::copy_", "aten::cat", "aten::clone", "aten::contiguous", "aten::constant_pad_nd", "aten::fill_",
+           "aten::zero_", "aten::index", "aten::index_select", "aten::stack", "aten::_to_copy", "aten::masked_fill_",
+           "aten::where", "aten::index_put_", "aten::gather", "aten::scatter_add_", "aten::embedding_dense_backward",
+           "aten::embedding", "aten::flip", "aten::repeat", "aten::pad")
+
+
+def category(name: str, ranges: tuple[str, ...]) -> str:
+    """The `CATEGORIES` entry of one profiled op (its name; ``ranges``: the bench's profiler
+    ranges it runs inside, innermost first)."""
+    for label in ranges:
+        if label in _RANGES:
+            return _RANGES[label]
+    if name in _GEMM:
+        return "block GEMMs"
+    if "scaled_dot_product" in name or "flash_attention" in name:
+        return "attention (SDPA)"
+    if "conv" in name or name in ("aten::im2col", "aten::col2im"):
+        return "convolutions"
+    if name in _COPIES:
+        return "copies and fills"
+    if name.startswith(("aten::", "mkldnn::")):
+        return "element-wise"
+    return "autograd and Python"
+
+
+def breakdown(step, steps: int = 3) -> tuple[dict[str, float], float, object]:
+    """``({category: ms per step}, profiled ms per step, profiler)`` of ``steps`` steps: each
+    op's self CPU time (`category`), and the step's wall time outside every op under
+    "autograd and Python". Block GEMMs are the linear layers' products (the attention's own
+    products are inside SDPA, the convolutions' inside "convolutions")."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
 
     with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+        started = time.perf_counter()
         for _ in range(steps):
             step()
-    print(f"\n--- profile {name}: {steps} steps, top ops by self CPU time ---")
+        wall_ms = (time.perf_counter() - started) * 1e3 / steps
+    ms = dict.fromkeys(CATEGORIES, 0.0)
+    for event in prof.events():
+        if event.name in _RANGES:
+            continue
+        ranges, parent = [], event.cpu_parent
+        while parent is not None:
+            ranges.append(parent.name)
+            parent = parent.cpu_parent
+        ms[category(event.name, tuple(ranges))] += event.self_cpu_time_total / 1e3 / steps
+    ms["autograd and Python"] += max(0.0, wall_ms - sum(ms.values()))
+    return ms, wall_ms, prof
+
+
+def profile(name: str, step, median_s: float, steps: int = 3, rows: int = 10) -> None:
+    ms, wall_ms, prof = breakdown(step, steps)
+    print(f"\n--- where the step goes, {name}: {steps} profiled steps of {wall_ms:.0f} ms "
+          f"(median unprofiled {median_s * 1e3:.0f} ms) ---")
+    print(f"  {'':22s} {'ms/step':>9s} {'share':>6s} {'at the median':>14s}")
+    for cat in CATEGORIES:
+        print(f"  {cat:22s} {ms[cat]:9.1f} {ms[cat] / wall_ms:6.1%} {ms[cat] / wall_ms * median_s * 1e3:11.1f} ms")
+    print(f"--- top ops by self CPU time, {name} ---")
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows))
 
 
@@ -251,7 +334,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--frames", type=int, default=400)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--profile", action="store_true", help="also profile 3 steps of each side")
+    parser.add_argument("--profile", action="store_true", help="also profile 3 steps of each flowkit side")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(REPO))
@@ -262,6 +345,7 @@ def main() -> None:
           f"torch {torch.__version__}, {args.threads} threads; F5-TTS {n_params(f5.model):.2f}M parameters")
     for text_path in ("unaligned", "aligned"):
         fk = FlowkitSide(text_path, data)
+        print(f"{text_path:9s}: {fk.kernels.line()}")
         for _ in range(2):
             f5.step()
             fk.step()
@@ -278,9 +362,7 @@ def main() -> None:
         print(f"ratio flowkit/F5: {m_fk / m_f5:.3f}  ({text_path}; target <= 0.80)")
         roofline(fk.model, data, text_path, m_fk)
         if args.profile:
-            profile(f"flowkit {text_path}", fk.step)
-            if text_path == "unaligned":
-                profile("F5-TTS", f5.step)
+            profile(f"flowkit {text_path}", fk.step, m_fk)
 
 
 if __name__ == "__main__":

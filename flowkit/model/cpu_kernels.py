@@ -92,7 +92,7 @@ DEFAULT_KERNELS: dict[str, str] = {"linear": "onednn", "grouped_conv": "torch"}
 KERNEL_ENV: dict[str, str] = {"linear": "FLOWKIT_CPU_LINEAR", "grouped_conv": "FLOWKIT_CPU_GROUPED_CONV"}
 """The environment variable that fixes each family's kernel (``auto``: measure)."""
 
-MEASURE_ROWS = 1024
+MEASURE_ROWS = 512
 """Rows (frames) of the products `choose_cpu_kernels` times: above `ONEDNN_MIN_ROWS`, small
 enough that the measurement of a 4.5M-parameter model takes well under a second."""
 
@@ -446,7 +446,7 @@ def choose_cpu_kernels(
     resumed: bool = False,
     measure: bool = True,
     rows: int = MEASURE_ROWS,
-    reps: int = 5,
+    reps: int = 3,
 ) -> KernelChoice:
     """Choose, put in force (`use_kernels`) and return the CPU kernels for training ``model``.
 
