@@ -10,6 +10,10 @@ only raise a flag; the loop stops after the current step and saves.
 
 Syncs: the step reads one boolean back from the device (is the loss and gradient norm
 finite?) and converts its metrics to Python numbers only on log steps, in one transfer.
+
+The step's records (`flowkit.train.step_stats`) and the stop flag (`flowkit.train.stop`)
+live in modules of their own; `Counters`, `StepStats`, `StepTotals` and `StopFlag` are
+importable from here too.
 """
 
 from __future__ import annotations
@@ -17,13 +21,10 @@ from __future__ import annotations
 import contextlib
 import errno
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import attrs
 import torch
 
 from flowkit.batching.builder import BatchBuilder
@@ -42,91 +43,14 @@ from flowkit.train.objective import draw_flow, loss_names, loss_terms, unit_sums
 from flowkit.train.optimization import set_learning_rate
 from flowkit.train.randomness import RandomStreams
 from flowkit.train.settings import Trainer
+from flowkit.train.step_stats import Counters, StepStats, StepTotals
+from flowkit.train.stop import StopFlag
 from flowkit.train.workspace import Workspace
 
 #: errno values of a write that failed for lack of space (disk, quota, file size limit).
 _DISK_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 
 __all__ = ["Counters", "StepStats", "StepTotals", "StopFlag", "TrainingLoop"]
-
-
-@attrs.define
-class Counters:
-    """Scalars that travel in every checkpoint.
-
-    ``horizon`` is the number of optimizer updates the lr schedule spans, fixed when the
-    run starts: a resume with more steps continues on the schedule's floor.
-    """
-
-    step: int = 0  # steps taken (micro-batch groups consumed)
-    updates: int = 0  # optimizer updates applied (steps minus skipped ones)
-    horizon: int = 0
-    skipped: int = 0
-    consecutive_skips: int = 0
-    best_val_loss: float | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return attrs.asdict(self)
-
-
-@attrs.define
-class StepStats:
-    """What one step produced; tensors stay on the device until a log step reads them."""
-
-    step: int
-    loss: torch.Tensor
-    terms: dict[str, torch.Tensor]
-    grad_norm: torch.Tensor
-    lr: float
-    items: int
-    real_frames: int
-    target_frames: int
-    step_s: float
-    data_s: float
-    skipped: bool = False
-    flops: float = 0.0  # model FLOPs of the step (flowkit.model.flops), all micro-batches
-
-
-@attrs.frozen
-class StepTotals:
-    """What a step's micro-batches hold, summed over the ranks: ``units`` weights the loss
-    terms (``{"frames": ..., "chars": ...}``, divided by the world size, see
-    `TrainingLoop.step_totals`); the rest are logged sizes."""
-
-    units: dict[str, float]
-    items: int
-    real_frames: int
-    target_frames: int
-
-
-class StopFlag:
-    """Set by SIGTERM / Ctrl-C; the loop polls it between steps."""
-
-    def __init__(self) -> None:
-        self.signal: int | None = None
-
-    @property
-    def requested(self) -> bool:
-        return self.signal is not None
-
-    @contextlib.contextmanager
-    def installed(self) -> Iterator[StopFlag]:
-        """Route SIGTERM and SIGINT to the flag (main thread only); a second Ctrl-C aborts."""
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-
-        def handler(signum: int, frame: object) -> None:
-            if signum == signal.SIGINT and self.signal == signal.SIGINT:
-                raise KeyboardInterrupt
-            self.signal = signum
-
-        previous = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT)}
-        try:
-            yield self
-        finally:
-            for s, h in previous.items():
-                signal.signal(s, h)
 
 
 class TrainingLoop:
