@@ -158,7 +158,7 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
     from flowkit.errors import RegistryError
     from flowkit.model.dit import DiTConfig
     from flowkit.synth.vocoders import choose_vocoder
-    from flowkit.text.vocabs import vocab_from_state_dict
+    from flowkit.text.vocabs import rebuild_vocab
 
     if weights not in ("ema", "raw"):
         raise ConfigError(f"weights = {weights!r}; use 'ema' or 'raw'")
@@ -169,11 +169,9 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
     missing = [k for k in ("model_config", "vocab", "latent_stats", "latent_dim") if k not in meta]
     if missing:
         raise CheckpointError(f"{loaded.path}: meta.json lacks {', '.join(missing)}; it was not written by flowkit train")
-    vocab = vocab_from_state_dict(meta["vocab"])
-    n_ids = vocab.size
-    # Units are the words between spaces; a vocabulary that never saw a space encodes it as
-    # the unknown id 1, which must not split units.
-    separators = tuple(i for i in vocab.encode(" ") if i > 1)
+    # the vocabulary, its size and the ids that separate units (words), in one call
+    text = rebuild_vocab(meta["vocab"])
+    vocab, n_ids, separators = text.vocab, text.size, text.separator_ids
     languages = tuple(meta.get("languages") or ())
     frame_rate = float(meta.get("frame_rate") or 100.0)
     sample_rate = int(meta.get("sample_rate") or 16000)

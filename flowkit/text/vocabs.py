@@ -1,6 +1,7 @@
 """Any front end's vocabulary, as the trainer, synthesis and interop meet it: encode a
 segment's text (with its language where the front end reads one), build a vocabulary from
-the training texts, and rebuild the one a checkpoint saved, by its ``kind``.
+the training texts, rebuild the one a checkpoint saved, by its ``kind``, and name the ids
+that separate a text's units (words).
 """
 
 from __future__ import annotations
@@ -8,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["build_vocab_for", "encode_text", "vocab_from_state_dict"]
+import attrs
+
+__all__ = ["RebuiltVocab", "build_vocab_for", "encode_text", "rebuild_vocab", "separator_ids", "vocab_from_state_dict"]
 
 
 def encode_text(vocab: Any, text: str, language: str = "") -> list[int]:
@@ -18,6 +21,15 @@ def encode_text(vocab: Any, text: str, language: str = "") -> list[int]:
     if getattr(vocab, "needs_language", False):
         return vocab.encode(text, language)
     return vocab.encode(text)
+
+
+def separator_ids(vocab: Any) -> tuple[int, ...]:
+    """The ids of a space in ``vocab``: they separate the units (words) of a text.
+
+    A vocabulary that never saw a space encodes it as the unknown id 1, which must not
+    split units: then ``()``.
+    """
+    return tuple(i for i in vocab.encode(" ") if i > 1)
 
 
 def build_vocab_for(front_end: Any, texts: Iterable[str], languages: Iterable[str]) -> Any:
@@ -47,3 +59,28 @@ def vocab_from_state_dict(state: dict[str, Any]) -> Any:
 
         return PhonemeVocab.from_state_dict(state)
     raise ValueError(f"vocabulary kind {kind!r} is not known (this flowkit reads 'chars', 'f5' and 'phonemes')")
+
+
+@attrs.frozen
+class RebuiltVocab:
+    """A checkpoint's vocabulary as synthesis meets it (`rebuild_vocab`).
+
+    Attributes:
+        vocab: the front end's vocabulary (`vocab_from_state_dict`).
+        size: its number of ids, padding and unknown included (the text embedding's rows).
+        separator_ids: the ids that separate a text's units (`separator_ids`).
+    """
+
+    vocab: Any
+    size: int
+    separator_ids: tuple[int, ...]
+
+
+def rebuild_vocab(state: dict[str, Any]) -> RebuiltVocab:
+    """The vocabulary a checkpoint saved, with its size and unit separators, in one call.
+
+    Raises:
+        ValueError: an unknown vocabulary kind.
+    """
+    vocab = vocab_from_state_dict(state)
+    return RebuiltVocab(vocab=vocab, size=int(vocab.size), separator_ids=separator_ids(vocab))
