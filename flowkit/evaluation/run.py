@@ -294,7 +294,7 @@ class _Synthesiser:
         self.vocoder = vocoder
         self.settings = settings
         self.encoder = registry.from_record("encoder", dict(im.encoder))
-        self.space = [i for i in im.vocab.encode(" ") if i > 1]
+        self.space = list(im.separator_ids)  # the ids of a space (text.vocabs.separator_ids)
 
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """Raw latents ``[n d]`` of ``audio`` at the encoder's rate, on one BLAS thread: a
@@ -401,21 +401,23 @@ def evaluate(
     Raises:
         DataError: the list cannot be read, or every line of it is rejected (exit 3).
         ResumeError: ``out`` holds results made with other settings.
-        CheckpointError, ConfigError: as `load_inference_model` and `choose_vocoder` raise.
+        CheckpointError, ConfigError: as `load_inference_model` raises (``audio=True``: a vocoder
+            that cannot invert the checkpoint's latents, too).
     """
     from flowkit.console import Progress, console
-    from flowkit.data.encoder_records import check_vocoder, vocoder_label
     from flowkit.evaluation.render import write_reports
     from flowkit.flow.solvers import describe_solver
     from flowkit.io import atomic_write_bytes, atomic_write_json, atomic_write_text
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.level import fit_level
-    from flowkit.synth.vocoders import choose_vocoder
     from flowkit.synth.wav import wav_bytes
     from flowkit.train.randomness import derive_seed
 
     testset = Path(testset)
-    im = load_inference_model(checkpoint, weights=settings.weights)
+    # the vocoder too (the one given, else the run's Trainer.vocoder, else Griffin-Lim),
+    # checked against the checkpoint's encoder record, as a report's samples choose it
+    im = load_inference_model(checkpoint, weights=settings.weights, audio=True, vocoder=vocoder)
+    vocoder = im.audio_vocoder
     if out is None:
         out = default_out(checkpoint, testset, im.step)
         if out is None:
@@ -434,13 +436,11 @@ def evaluate(
         raise DataError(f"{testset}: every line was rejected ({len(ts.rejections)}; reasons in {out / REJECTIONS}); "
                         "fix the list")
     items = list(ts.items[: settings.limit])
-    vocoder = vocoder if vocoder is not None else choose_vocoder(run_vocoder=im.vocoder)
-    check_vocoder(vocoder, im.encoder, source=f"the latents of {im.checkpoint}")
     identity = {
         "checkpoint": str(Path(im.checkpoint).resolve()), "step": im.step, "weights": settings.weights,
         "testset": str(testset.resolve()), "testset_sha256": file_sha256(testset), "language": language,
         "seed": settings.seed, "nfe": settings.nfe, "cfg": settings.cfg, "batch": settings.batch,
-        "ceilings": settings.ceilings, "vocoder": vocoder_label(vocoder),
+        "ceilings": settings.ceilings, "vocoder": im.audio_label,
     }
     _check_identity(out, identity, record=False)  # before the judges load (seconds): fail fast
     judges = judges if judges is not None else build_judges(asr, language=language)
@@ -497,7 +497,7 @@ def evaluate(
     elapsed = time.perf_counter() - started
     summary = {
         "testset": str(testset), "format": ts.format, "items": len(records), "rejected": len(ts.rejections),
-        "model": label, "step": im.step, "judges": judges.describe(), "vocoder": vocoder_label(vocoder),
+        "model": label, "step": im.step, "judges": judges.describe(), "vocoder": im.audio_label,
         "settings": attrs.asdict(settings), "totals": totals(records), "notes": list(judges.notes),
         "utterances_per_minute": (new / (elapsed / 60.0)) if new else None,
     }
