@@ -38,7 +38,8 @@ MKL's speed; on an Intel Xeon MKL is as fast), so the linear and grouped-convolu
 are chosen by measurement, once per process and per set of layer shapes
 (`choose_cpu_kernels`, which ``flowkit train`` calls before its first step and prints in one
 ``cpu kernels: ...`` line): each candidate runs the forward and backward pass of the model's
-own layers at `MEASURE_ROWS` rows, alternated, and the faster (median) is used from then on.
+own layers at `MEASURE_ROWS` rows, alternated, and the faster (median) is used from then on,
+unless the default is within `MEASURE_MARGIN` of it (a tie keeps the default).
 Models with fewer than `MEASURE_MIN_WEIGHTS` linear weights keep `DEFAULT_KERNELS` unmeasured
 (their products are too small for the choice to matter, and an unmeasured choice is the same
 in every process). The environment variables ``FLOWKIT_CPU_LINEAR`` (``auto``, ``mkl``,
@@ -71,7 +72,7 @@ from torch.autograd.function import once_differentiable
 from flowkit.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_KERNELS", "KERNEL_ENV", "KERNELS", "MEASURE_MIN_WEIGHTS", "MEASURE_ROWS", "ONEDNN_MIN_ROWS", "Dropout",
+    "DEFAULT_KERNELS", "KERNEL_ENV", "KERNELS", "MEASURE_MARGIN", "MEASURE_MIN_WEIGHTS", "MEASURE_ROWS", "ONEDNN_MIN_ROWS", "Dropout",
     "GroupedConv1d", "KernelChoice", "Linear", "choose_cpu_kernels", "current_kernels", "linear", "reference_kernels",
     "use_kernels",
 ]
@@ -99,6 +100,11 @@ enough that the measurement of a 4.5M-parameter model takes well under a second.
 MEASURE_MIN_WEIGHTS = 1_000_000
 """Linear weights a model needs for its kernels to be measured (the ``tiny`` preset has
 0.17M, ``small`` 4.2M)."""
+
+MEASURE_MARGIN = 0.10
+"""A measured kernel replaces the family's default only when it takes at least this share
+less time: two kernels within it are a tie that the load of the moment could decide either
+way, and two fresh runs of one config on one machine should train with the same kernels."""
 
 _kernels: dict[str, str] = dict(DEFAULT_KERNELS)
 _measured: dict[tuple, dict[str, float]] = {}  # per process: (family, shapes, rows, threads) -> {kernel: ms}
@@ -424,6 +430,15 @@ def _measure(family: str, shapes: dict[tuple, tuple[int, Callable[[], dict[str, 
     return dict(_measured[key])
 
 
+def _measured_choice(family: str, ms: Mapping[str, float]) -> tuple[str, str]:
+    """``(kernel, how)`` from the measured ``{kernel: ms}``: the fastest, unless the family's
+    default is within `MEASURE_MARGIN` of it (then the default)."""
+    fastest, default = min(ms, key=ms.get), DEFAULT_KERNELS[family]
+    if fastest != default and ms[fastest] > (1 - MEASURE_MARGIN) * ms[default]:
+        return default, f"measured; within {MEASURE_MARGIN:.0%} of the default, kept"
+    return fastest, "measured"
+
+
 def _from_env(family: str) -> str | None:
     """The kernel the family's environment variable fixes (None: ``auto`` or unset).
 
@@ -500,7 +515,7 @@ def choose_cpu_kernels(
             kernels[family], how[family] = "mkl", "oneDNN's linear kernel is not available"
         else:
             ms[family] = _measure(family, shapes[family], rows, reps)
-            kernels[family], how[family] = min(ms[family], key=ms[family].get), "measured"
+            kernels[family], how[family] = _measured_choice(family, ms[family])
         if family == "linear" and kernels[family] == "onednn" and _ONEDNN_LINEAR is None:
             kernels[family] = "mkl"
             how[family] += "; oneDNN's linear kernel is not available here"
