@@ -329,7 +329,13 @@ class _Synthesiser:
         import torch
 
         from flowkit.data.labels import emotion_id, recorded_buckets
-        from flowkit.synth.sample import Utterance, inference_conditions, synthesize, target_spans
+        from flowkit.synth.sample import (
+            Utterance,
+            generated_latents,
+            inference_conditions,
+            model_prompt,
+            synthesize,
+        )
         from flowkit.text.vocabs import encode_text
         from flowkit.train.randomness import derive_seed
 
@@ -341,7 +347,7 @@ class _Synthesiser:
             labelled = bool(item.emotion) and not np.isnan(item.intensity)
             utterances.append(Utterance(
                 text=encode_text(im.vocab, item.text, item.language),
-                prompt=np.asarray(im.stats.normalize(raw), dtype=np.float32),
+                prompt=model_prompt(im.stats, raw),
                 prompt_text=encode_text(im.vocab, item.prompt_text, item.language),
                 language=im.language_id(item.language),
                 emotion=emotion_id(item.emotion) if item.emotion else 0,
@@ -358,8 +364,7 @@ class _Synthesiser:
             noise[i, : int(lengths[i])] = torch.randn((int(lengths[i]), im.model.latent_dim), generator=generator)
         latents = synthesize(im.model, cond, schedule=im.schedule, solver=im.solver, steps=self.settings.nfe,
                              cfg_strength=self.settings.cfg, noise=noise)
-        return [np.asarray(im.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
-                for s in target_spans(latents, cond)]
+        return generated_latents(latents, cond, im.stats)
 
 
 def _record(item: TestItem, out: Path, audio_path: Path, gen: tuple[np.ndarray, int], frames: int,

@@ -153,16 +153,15 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
             these latents.
     """
     from flowkit import registry
-    from flowkit.data.encoder_records import check_vocoder, vocoder_label
     from flowkit.data.stats import LatentStats
     from flowkit.errors import RegistryError
     from flowkit.model.dit import DiTConfig
-    from flowkit.synth.vocoders import choose_vocoder
+    from flowkit.synth.vocoders import checked_vocoder
     from flowkit.text.vocabs import rebuild_vocab
 
     if weights not in ("ema", "raw"):
         raise ConfigError(f"weights = {weights!r}; use 'ema' or 'raw'")
-    # The calls run down the layers (checkpoint files, text, then synthesis, model, data,
+    # The calls run down the layers (checkpoint files, text, then the vocoder, model, data,
     # checkpoint files, registry) so that the path reads top to bottom: tools/trace_path.py.
     loaded = ckpt.load_checkpoint(resolve_checkpoint(path), map_location="cpu")
     meta = loaded.meta
@@ -180,14 +179,11 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
         encoder, encoder_from = dict(meta["encoder"]), "checkpoint"
     else:
         encoder, encoder_from = _encoder_fallback(stores, meta, frame_rate, sample_rate)
-    audio_label = ""
-    chosen = (vocoder if vocoder is not None else choose_vocoder(run_vocoder=meta.get("vocoder"))) if audio else None
+    chosen, audio_label = (checked_vocoder(encoder, source=f"the latents of {loaded.path}", given=vocoder,
+                                           run_vocoder=meta.get("vocoder")) if audio else (None, ""))
     model = DiTConfig.from_dict(meta["model_config"]).build(int(meta["latent_dim"]), n_ids, len(languages))
     model.to(device).eval()
     stats = LatentStats.from_dict(meta["latent_stats"])
-    if chosen is not None:
-        check_vocoder(chosen, encoder, source=f"the latents of {loaded.path}")
-        audio_label = vocoder_label(chosen)
     state = dict(loaded.state["model"])
     if weights == "ema":
         # EMA shadows cover parameters and floating buffers; the rest stays as trained.
@@ -260,17 +256,16 @@ def generate(
     Raises:
         ConfigError: as `flowkit.synth.sample.inference_conditions` / `synthesize` raise.
     """
-    from flowkit.synth.sample import inference_conditions, synthesize, target_spans
+    from flowkit.synth.sample import generated_latents, inference_conditions, synthesize
 
-    utterances = [u.utterance() if isinstance(u, Pick) else u for u in utterances]
+    utterances = [u.utterance(im.stats) if isinstance(u, Pick) else u for u in utterances]
     cond = inference_conditions(im.model, utterances, separator_ids=list(im.separator_ids))
     generator = torch.Generator().manual_seed(seed)
     latents = synthesize(
         im.model, cond, schedule=im.schedule, solver=im.solver, steps=steps, cfg_strength=cfg_strength, generator=generator,
         on_step=on_step,
     )
-    spans = target_spans(latents, cond)
-    return [np.asarray(im.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32) for s in spans]
+    return generated_latents(latents, cond, im.stats)
 
 
 @attrs.frozen
@@ -282,7 +277,8 @@ class Pick:
             None (the speaker has no other validation item: text only).
         truth: the target's stored latents ``[n d]`` (float32, de-normalised).
         text, prompt_text: token ids of the target's and the prompt's text (() without a prompt).
-        prompt_latents: the prompt's normalised latents ``[n d]``, or None.
+        prompt_latents: the prompt's stored latents ``[n d]`` (as read: de-normalised, the
+            store's dtype), or None; `utterance` normalises them for the model.
         language: the target's language id (0 unknown).
     """
 
@@ -294,12 +290,13 @@ class Pick:
     prompt_latents: np.ndarray | None
     language: int
 
-    def utterance(self) -> Any:
+    def utterance(self, stats: Any) -> Any:
         """The `flowkit.synth.sample.Utterance` that re-synthesises it: its own text at its true
-        length, the prompt, and the labels it was recorded with."""
-        from flowkit.synth.sample import Utterance, recorded_labels
+        length, the prompt (normalised with ``stats``, the model's `flowkit.data.stats.LatentStats`),
+        and the labels it was recorded with."""
+        from flowkit.synth.sample import Utterance, model_prompt, recorded_labels
 
-        return Utterance(text=self.text, prompt=self.prompt_latents, prompt_text=self.prompt_text,
+        return Utterance(text=self.text, prompt=model_prompt(stats, self.prompt_latents), prompt_text=self.prompt_text,
                          target_frames=int(self.segment.n_frames), language=self.language,
                          **recorded_labels(self.segment))
 
@@ -343,7 +340,7 @@ def validation_picks(im: InferenceModel, n: int) -> list[Pick]:
         prompt = None if j is None else segments[j]
         picks.append(Pick(
             segment=seg, prompt=prompt, truth=latents[i].astype(np.float32),
-            prompt_latents=None if j is None else np.asarray(im.stats.normalize(latents[j]), dtype=np.float32),
+            prompt_latents=None if j is None else latents[j],
             text=encode_text(im.vocab, seg.text, seg.language),
             prompt_text=() if prompt is None else encode_text(im.vocab, prompt.text, prompt.language),
             language=ids.get(seg.language, 0),

@@ -6,7 +6,9 @@ Generation is infilling: each item's frames are a prompt (clean latents of a ref
 utterance, optional) followed by the target span to generate; the text is the prompt's
 characters followed by the target's. `inference_conditions` builds that batch (deciding
 each target length, from the duration head on the aligned text path), `synthesize` runs
-the ODE solver, and `target_spans` cuts out the generated spans.
+the ODE solver, and `target_spans` cuts out the generated spans. The model reads and writes
+normalised latents; `model_prompt` and `generated_latents` convert a prompt from, and the
+generated spans back to, the scale the store and the vocoder use (`flowkit.data.stats.LatentStats`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from flowkit.model.dit import DiT
 from flowkit.model.durations import char_units_from_ids, unit_frames_from_durations
 from flowkit.protocols import Schedule, Solver
 
-__all__ = ["Utterance", "inference_conditions", "recorded_labels", "synthesize", "target_spans"]
+__all__ = ["Utterance", "generated_latents", "inference_conditions", "model_prompt", "recorded_labels", "synthesize",
+           "target_spans"]
 
 
 @attrs.frozen
@@ -349,3 +352,16 @@ def _reference_field(
 def target_spans(latents: torch.Tensor, cond: Conditions) -> list[torch.Tensor]:
     """The generated span of each item: ``[n_target_i d]`` cut from ``latents [b n d]``."""
     return [latents[i][cond.target_mask[i]] for i in range(latents.shape[0])]
+
+
+def model_prompt(stats: Any, latents: np.ndarray | None) -> np.ndarray | None:
+    """A prompt's latents ``[n_p d]`` as stored or encoded (de-normalised) -> as the model reads
+    them (`Utterance.prompt`): ``stats.normalize`` (`flowkit.data.stats.LatentStats`) in the
+    input's dtype, then float32. None stays None."""
+    return None if latents is None else np.asarray(stats.normalize(latents), dtype=np.float32)
+
+
+def generated_latents(latents: torch.Tensor, cond: Conditions, stats: Any) -> list[np.ndarray]:
+    """Each item's generated span (`target_spans`), de-normalised with ``stats`` for the
+    vocoder: one float32 ``[n_target_i d]`` array per item of ``latents [b n d]``."""
+    return [np.asarray(stats.denormalize(s.float().cpu().numpy()), dtype=np.float32) for s in target_spans(latents, cond)]

@@ -184,7 +184,7 @@ def synthesize_file(
     from flowkit.synth.checks import cut_prompt, prompt_warnings, text_warnings
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.level import fit_level
-    from flowkit.synth.sample import Utterance, inference_conditions
+    from flowkit.synth.sample import Utterance, inference_conditions, model_prompt
     from flowkit.synth.wav import output_format, wav_bytes
     from flowkit.text.vocabs import encode_text
 
@@ -231,7 +231,7 @@ def synthesize_file(
         warn([cut] if cut else [])
         warn(text_warnings(im.vocab, prompt_text, lang, what="--prompt-text"))
         raw = np.asarray(registry.from_record("encoder", dict(im.encoder)).encode(wave), dtype=np.float32)
-        prompt_latents = np.asarray(im.stats.normalize(raw), dtype=np.float32)
+        prompt_latents = model_prompt(im.stats, raw)
         # The speaker's pace and level, labelled as prepare labelled the training clips.
         rate, loudness_id = recorded_buckets(wave, wave_sr, prompt_text, im.frame_rate, int(raw.shape[0]))
     aligned = im.model.cfg.text_path == "aligned"

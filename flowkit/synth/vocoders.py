@@ -253,3 +253,23 @@ def choose_vocoder(name: str | None = None, path: str | Path | None = None, *,
             "with --vocoder NAME"
         )
     return GriffinLim()
+
+
+def checked_vocoder(encoder: Mapping[str, Any], *, source: str, given: Any = None,
+                    run_vocoder: Mapping[str, Any] | None = None) -> tuple[Any, str]:
+    """The vocoder for latents of ``encoder`` (a store's or checkpoint's encoder record) and
+    its caption label: ``given`` when not None, else `choose_vocoder` of the run's record;
+    checked with `flowkit.data.encoder_records.check_vocoder` before any work is done.
+
+    Returns:
+        ``(vocoder, label)``; ``label`` is its name and settings (`vocoder_label`).
+
+    Raises:
+        ConfigError: a vocoder that cannot invert these latents (the line names ``source``),
+            or as `choose_vocoder` raises.
+    """
+    from flowkit.data.encoder_records import check_vocoder, vocoder_label
+
+    chosen = given if given is not None else choose_vocoder(run_vocoder=run_vocoder)
+    check_vocoder(chosen, encoder, source=source)
+    return chosen, vocoder_label(chosen)

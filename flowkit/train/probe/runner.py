@@ -121,13 +121,13 @@ class ProbeRunner:
     # ---- pieces ----
 
     def _utterances(self) -> list[Any]:
-        from flowkit.synth.sample import Utterance, recorded_labels
+        from flowkit.synth.sample import Utterance, model_prompt, recorded_labels
 
         out = []
         for s, prompt, prompt_text in zip(self.sentences, self._prompts, self._prompt_texts, strict=True):
             out.append(Utterance(
                 text=self.vocab.encode(s.text),
-                prompt=None if prompt is None else np.asarray(self.stats.normalize(prompt), dtype=np.float32),
+                prompt=model_prompt(self.stats, prompt),
                 prompt_text=self.vocab.encode(prompt_text) if prompt is not None else (),
                 target_frames=s.n_frames,
                 language=self.languages.index(s.language) + 1 if s.language in self.languages else 0,
@@ -175,7 +175,7 @@ class ProbeRunner:
         left as it was); ``ema=None`` probes the weights ``model`` holds."""
         import torch
 
-        from flowkit.synth.sample import inference_conditions, synthesize, target_spans
+        from flowkit.synth.sample import generated_latents, inference_conditions, synthesize
         from flowkit.text.vocabs import separator_ids
 
         started = time.perf_counter()
@@ -193,8 +193,7 @@ class ProbeRunner:
                     latents = synthesize(model, cond, schedule=self.schedule, solver=self.solver,
                                          steps=self.settings.solver_steps, cfg_strength=self.settings.cfg_strength,
                                          generator=torch.Generator().manual_seed(self.seed + k))
-                    spans += [np.asarray(self.stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
-                              for s in target_spans(latents, cond)]
+                    spans += generated_latents(latents, cond, self.stats)
                 gain = self._text_gain(model)
             finally:
                 model.train(was_training)
