@@ -33,7 +33,9 @@ ASR_RATE = 16000  # Hz: both recognisers' models are trained on 16 kHz audio
 
 
 def _mono16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
-    """``audio [samples]`` (or ``[samples, channels]``) float -> float32 mono at 16 kHz."""
+    """``audio [samples]`` (or ``[samples, channels]``) float -> float32 mono at 16 kHz, scaled
+    down to peak 1 when it is louder (vocoders keep the level the latents imply: a judge's
+    input is scaled, never clipped)."""
     import soxr
 
     x = np.asarray(audio, dtype=np.float32)
@@ -43,7 +45,8 @@ def _mono16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
         raise ConfigError(f"asr: audio of shape {tuple(np.shape(audio))}; give [samples] or [samples, channels]")
     if int(sample_rate) != ASR_RATE and x.size:
         x = soxr.resample(x, int(sample_rate), ASR_RATE).astype(np.float32)
-    return x
+    peak = float(np.max(np.abs(x))) if x.size else 0.0
+    return x / peak if peak > 1.0 else x
 
 
 #: Whisper decodes at most this many tokens per second of audio (plus 16). Speech runs at 2-4
@@ -113,9 +116,6 @@ class PocketSphinx:
         x = _mono16k(audio, sample_rate)
         if x.size == 0:
             return ""
-        peak = float(np.max(np.abs(x)))
-        if peak > 1.0:  # vocoders keep the level the latents imply: scale, never clip
-            x = x / peak
         pcm = (x * 32767.0).astype("<i2").tobytes()
         decoder = self._get_decoder()
         # a fresh front end (cepstral mean back to cmninit, noise estimate cleared) for every
@@ -364,9 +364,6 @@ class Whisper:
         x = _mono16k(audio, sample_rate)
         if x.size == 0:
             return ""
-        peak = float(np.max(np.abs(x)))
-        if peak > 1.0:  # vocoders keep the level the latents imply: scale, never clip
-            x = x / peak
         segments, _ = model.transcribe(x, language=lang, beam_size=self.beam_size, temperature=0.0,
                                        condition_on_previous_text=False, vad_filter=False,
                                        max_new_tokens=whisper_token_cap(len(x) / ASR_RATE))
