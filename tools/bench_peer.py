@@ -1,7 +1,7 @@
 """One training step of F5-TTS's own CFM + DiT against flowkit's DiT of the same size, side by side.
 
-Both models have dim 256, depth 4, 4 heads of 64, feed-forward x2, text dim 128, two
-ConvNeXt text layers, dropout 0.1 and take 100-dim mel frames; each step is one
+Both models have dim 256, depth 4, 4 heads of 64, feed-forward x2, text dim 128 and two
+ConvNeXt text layers (``--text-dim``, ``--conv-layers``), dropout 0.1 and take 100-dim mel frames; each step is one
 forward + backward + AdamW update of a batch of ``--batch`` items of ``--frames`` frames
 (no padding: F5-TTS trains without an attention mask, its issue #1118). flowkit runs its
 unaligned (F5-TTS) and its aligned (E11) text path against the same F5-TTS step. Each side
@@ -16,6 +16,7 @@ so stand-in modules replace the packages this environment lacks. It needs
 ``pip install x_transformers einops`` (for this tool only; flowkit does not depend on them).
 
     .venv/bin/python tools/bench_peer.py F5_SRC_DIR [--pairs 10] [--profile]
+    .venv/bin/python tools/bench_peer.py F5_SRC_DIR --text-dim 256 --conv-layers 4   # the other side-by-side
 
 Prints the median step of each side and ``ratio flowkit/F5: X`` per text path (target <= 0.80),
 then the roofline of flowkit's step: its model FLOPs (`flowkit.model.flops.train_step_flops`),
@@ -86,10 +87,11 @@ def make_data(batch: int, frames: int, seed: int) -> dict:
 
 
 class F5Side:
-    def __init__(self, dit_cls: type, cfm_cls: type, data: dict) -> None:
+    def __init__(self, dit_cls: type, cfm_cls: type, data: dict, text_dim: int = TEXT_DIM,
+                 conv_layers: int = CONV_LAYERS) -> None:
         torch.manual_seed(0)
         backbone = dit_cls(dim=DIM, depth=DEPTH, heads=HEADS, dim_head=DIM // HEADS, ff_mult=FF_MULT, mel_dim=MEL,
-                           text_num_embeds=VOCAB, text_dim=TEXT_DIM, conv_layers=CONV_LAYERS, dropout=DROPOUT)
+                           text_num_embeds=VOCAB, text_dim=text_dim, conv_layers=conv_layers, dropout=DROPOUT)
         self.model = cfm_cls(backbone, num_channels=MEL)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
         self.mel = data["mel"]
@@ -105,7 +107,7 @@ class F5Side:
 
 
 class FlowkitSide:
-    def __init__(self, text_path: str, data: dict) -> None:
+    def __init__(self, text_path: str, data: dict, text_dim: int = TEXT_DIM, conv_layers: int = CONV_LAYERS) -> None:
         from flowkit.flow.schedules import FlowMatching
         from flowkit.flow.t_samplers import Uniform
         from flowkit.losses import MaskedMSE
@@ -114,8 +116,8 @@ class FlowkitSide:
         from flowkit.train.optimization import build_optimizer
 
         torch.manual_seed(0)
-        config = DiTConfig(preset="small", dim=DIM, depth=DEPTH, heads=HEADS, ff_mult=FF_MULT, text_dim=TEXT_DIM,
-                           conv_layers=CONV_LAYERS, dropout=DROPOUT, text_path=text_path)
+        config = DiTConfig(preset="small", dim=DIM, depth=DEPTH, heads=HEADS, ff_mult=FF_MULT, text_dim=text_dim,
+                           conv_layers=conv_layers, dropout=DROPOUT, text_path=text_path)
         self.model = config.build(MEL, VOCAB, 1)
         from flowkit.model.cpu_kernels import choose_cpu_kernels
 
@@ -335,16 +337,21 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=400)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="also profile 3 steps of each flowkit side")
+    parser.add_argument("--text-dim", type=int, default=TEXT_DIM, help=f"text embedding width (default {TEXT_DIM}; "
+                        f"issue 26's other side-by-side: {DIM}, the model's)")
+    parser.add_argument("--conv-layers", type=int, default=CONV_LAYERS,
+                        help=f"ConvNeXt text layers (default {CONV_LAYERS}; the other side-by-side: 4, F5-TTS's own)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(REPO))
     dit_cls, cfm_cls = load_f5(args.f5_src)
     data = make_data(args.batch, args.frames, seed=0)
-    f5 = F5Side(dit_cls, cfm_cls, data)
+    f5 = F5Side(dit_cls, cfm_cls, data, text_dim=args.text_dim, conv_layers=args.conv_layers)
     print(f"batch {args.batch} x {args.frames} frames of {MEL}-dim mel, dim {DIM}, depth {DEPTH}, heads {HEADS}, "
+          f"text dim {args.text_dim}, {args.conv_layers} text conv layers, "
           f"torch {torch.__version__}, {args.threads} threads; F5-TTS {n_params(f5.model):.2f}M parameters")
     for text_path in ("unaligned", "aligned"):
-        fk = FlowkitSide(text_path, data)
+        fk = FlowkitSide(text_path, data, text_dim=args.text_dim, conv_layers=args.conv_layers)
         print(f"{text_path:9s}: {fk.kernels.line()}")
         for _ in range(2):
             f5.step()

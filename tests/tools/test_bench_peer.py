@@ -32,3 +32,13 @@ def test_the_flowkit_side_takes_a_training_step(text_path: str) -> None:
     changed = sum(not torch.equal(a, p) for a, p in zip(before, side.model.parameters(), strict=True))
     assert changed > len(before) // 2
     assert all(torch.isfinite(p).all() for p in side.model.parameters())
+
+
+def test_the_text_encoder_sizes_reach_the_flowkit_side() -> None:
+    """``--text-dim 256 --conv-layers 4`` (issue 26's other side-by-side) builds that model."""
+    tool = _tool()
+    data = tool.make_data(2, 48, seed=0)
+    small, large = tool.FlowkitSide("unaligned", data), tool.FlowkitSide("unaligned", data, text_dim=256, conv_layers=4)
+    assert small.model.cfg.text_dim == 128 and small.model.cfg.conv_layers == 2
+    assert large.model.cfg.text_dim == 256 and large.model.cfg.conv_layers == 4
+    assert tool.n_params(large.model) > tool.n_params(small.model)
