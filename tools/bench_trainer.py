@@ -183,7 +183,11 @@ def main() -> None:
                         help="time a short `flowkit train` on STORE stage by stage, then stop")
     parser.add_argument("--short-config", default="e13_dur_emotion.gin", help="gin file of --short-run")
     parser.add_argument("--short-steps", type=int, default=2, help="steps of --short-run")
+    parser.add_argument("--switch-interval", type=float, default=None, metavar="SECONDS",
+                        help="the interpreter's GIL switch interval (sys.setswitchinterval; default 0.005)")
     args = parser.parse_args()
+    if args.switch_interval is not None:
+        sys.setswitchinterval(args.switch_interval)
     from flowkit.batching.host_memory import keep_freed_memory
 
     keep_freed_memory()  # as flowkit train does first thing (flowkit.train.run)
