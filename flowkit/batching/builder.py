@@ -121,7 +121,8 @@ class BatchBuilder:
             DataError: as `flowkit.batching.collate.collate` (a bad item, a damaged store).
         """
         needed = needed_indices(plan.plans)
-        latents = dict(zip(needed, self.dataset.read(needed), strict=True))
+        # as stored (float16 for a default store): the batch is normalised where it is used
+        latents = dict(zip(needed, self.dataset.read(needed, as_stored=True), strict=True))
         batch = collate(
             plan.plans, self.segments, latents, vocab=self.vocab, stats=self.stats, languages=self.languages,
             text_path=self.text_path, cfg_drop=self.cfg_drop, rng=None, row_frames=self.row_frames,

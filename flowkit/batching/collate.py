@@ -16,6 +16,7 @@ flags on the same batch.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -33,7 +34,7 @@ from flowkit.model.conditions import Conditions
 from flowkit.model.packing import PackLayout
 from flowkit.text.vocabs import encode_text
 
-__all__ = ["TEXT_PATHS", "Batch", "CFGDrop", "collate"]
+__all__ = ["TEXT_PATHS", "Batch", "CFGDrop", "LatentNorm", "collate"]
 
 TEXT_PATHS = ("unaligned", "aligned")
 
@@ -79,12 +80,48 @@ class CFGDrop:
 
 
 @attrs.frozen
+class LatentNorm:
+    """The normalisation ``(x - mean) / std`` in float32, per channel, applied where a
+    batch is used (on the training device) instead of where it is built.
+
+    Attributes:
+        mean, std: float32 ``[d]``.
+    """
+
+    mean: torch.Tensor
+    std: torch.Tensor
+
+    def to(self, device: torch.device | str, *, non_blocking: bool = False) -> LatentNorm:
+        return LatentNorm(self.mean.to(device, non_blocking=non_blocking),
+                          self.std.to(device, non_blocking=non_blocking))
+
+    def __call__(self, latents: torch.Tensor, frame_mask: torch.Tensor) -> torch.Tensor:
+        """float32 ``[b n d]``: ``latents`` ``[b n d]`` (float16 or float32) normalised on the
+        frames of ``frame_mask`` ``[b n]``, zero on padding. The same element-wise float32
+        operations as `flowkit.data.stats.LatentStats.normalize_`, so the same bits."""
+        x = latents.to(torch.float32, copy=True)
+        x.sub_(self.mean).div_(self.std)
+        return x.masked_fill_(~frame_mask[..., None], 0.0)
+
+
+@attrs.frozen
 class Batch:
     """A training or evaluation batch, ready for the model.
 
+    The batch is built on the CPU as the store holds it -- ``latents`` in the store's dtype
+    (float16 for a default store) and ``conditions`` without the prompt -- and finished
+    where it is used: `x1` (normalised by ``norm``) and `cond` (with the prompt, which is
+    ``x1`` off the target span) are made on first access, on the device the batch was moved
+    to with `to`. So a batch crosses to the device at a quarter of the bytes of two float32
+    ``[b n d]`` arrays, and the build threads do none of that arithmetic
+    (docs/performance.md, "Batch building").
+
     Attributes:
-        x1: float32 ``[b n d]``, normalised clean latents (zeros on padding).
-        cond: the model `Conditions` (masks, prompt, text, labels, CFG flags).
+        latents: ``[b n d]`` latents as stored (float16 or float32), zero on padding; float32
+            and already normalised when ``norm`` is None.
+        conditions: the model `Conditions` but for the prompt (``prompt`` None), or
+            complete (prompt given) for a batch made by `Batch.of`.
+        norm: the latent normalisation (`LatentNorm`); None: ``latents`` are normalised.
         num_target_frames: frames of all target spans (the flow loss's unit).
         num_real_frames: non-padding frames.
         num_chars: real characters; on the aligned path only those inside a unit
@@ -94,30 +131,55 @@ class Batch:
             segment itself for an in-clip prompt).
     """
 
-    x1: torch.Tensor
-    cond: Conditions
+    latents: torch.Tensor
+    conditions: Conditions
+    norm: LatentNorm | None
     num_target_frames: int
     num_real_frames: int
     num_chars: int
     segment_ids: list[str]
     prompt_segment_ids: list[str] = attrs.Factory(list)
 
+    @classmethod
+    def of(cls, x1: torch.Tensor, cond: Conditions, **counts: Any) -> Batch:
+        """A batch of normalised ``x1`` float32 ``[b n d]`` and complete conditions ``cond``."""
+        return cls(latents=x1, conditions=cond, norm=None, **counts)
+
+    @functools.cached_property
+    def x1(self) -> torch.Tensor:
+        """float32 ``[b n d]``, normalised clean latents (zeros on padding), on the batch's device."""
+        if self.norm is None:
+            return self.latents
+        return self.norm(self.latents, self.conditions.frame_mask)
+
+    @functools.cached_property
+    def cond(self) -> Conditions:
+        """The model `Conditions`; ``prompt`` float32 ``[b n d]`` is `x1` outside the target
+        span, zero on it and on padding."""
+        if self.conditions.prompt is not None:
+            return self.conditions
+        return self.conditions.replace(prompt=self.x1.masked_fill(self.conditions.target_mask[..., None], 0.0))
+
     @property
     def batch_size(self) -> int:
-        return int(self.x1.shape[0])
+        return int(self.latents.shape[0])
 
     def to(self, device: torch.device | str, *, non_blocking: bool = False) -> Batch:
         """The same batch on ``device`` (asynchronous copies from pinned memory with
-        ``non_blocking``)."""
+        ``non_blocking``); `x1` and `cond` are made there. The batch itself when it is on
+        ``device`` already (what it made is kept)."""
+        if self.latents.device == torch.device(device):
+            return self
         return attrs.evolve(
-            self, x1=self.x1.to(device, non_blocking=non_blocking),
-            cond=self.cond.to(device, non_blocking=non_blocking),
+            self, latents=self.latents.to(device, non_blocking=non_blocking),
+            conditions=self.conditions.to(device, non_blocking=non_blocking),
+            norm=self.norm.to(device, non_blocking=non_blocking) if self.norm is not None else None,
         )
 
     def pin_memory(self) -> Batch:
         """The same batch in page-locked CPU memory (CUDA only: the copies to the device then
         overlap with compute)."""
-        return attrs.evolve(self, x1=self.x1.pin_memory(), cond=self.cond.pin_memory())
+        return attrs.evolve(self, latents=self.latents.pin_memory(), conditions=self.conditions.pin_memory())
 
 
 @attrs.frozen
@@ -237,11 +299,13 @@ def collate(
 ) -> Batch:
     """Assemble the `Batch` of ``plans``.
 
-    The padded arrays are allocated once and filled an item at a time with slice copies;
-    the latents are normalised in place, item by item, over their frames only (the same
-    element-wise ``(x - mean) / std`` in float32 as a whole-batch ``stats.normalize``);
-    masks, text and unit tensors are array operations. `torch.from_numpy` shares every
-    array (no copy).
+    The padded latents are allocated once and filled an item at a time with slice copies,
+    in the dtype the latents come in (float16 when every item's are float16; otherwise
+    float32); they are normalised where the batch is used (`Batch.x1`: the same
+    element-wise ``(x - mean) / std`` in float32 as ``stats.normalize_``), except for
+    statistics of another kind than `LatentStats`, whose ``normalize_`` runs here on each
+    item's frames. Masks, text and unit tensors are array operations. `torch.from_numpy`
+    shares every array (no copy).
 
     Args:
         plans: one `ItemPlan` per item (from a pairing's ``plan``).
@@ -250,8 +314,9 @@ def collate(
             plans name (`flowkit.batching.pairing.needed_indices`), float32 (as
             `LatentDataset.read` returns them) or float16.
         vocab: character vocabulary (``encode(text) -> ids``, 0 = padding).
-        stats: latent statistics (`flowkit.data.stats.LatentStats`); ``stats.normalize_``
-            is applied in place to the batch's valid frames.
+        stats: latent statistics (`flowkit.data.stats.LatentStats`: its float32 mean and
+            std become the batch's `LatentNorm`; another kind's ``normalize_`` is applied in
+            place to the batch's valid frames).
         languages: the model's language list; id = position + 1, 0 for a language not in it.
         text_path: ``"unaligned"`` or ``"aligned"`` (adds ``char_unit``, ``unit_frames``,
             ``unit_mask`` from the segments' unit timings).
@@ -294,32 +359,23 @@ def collate(
     nt = max(1, int(chars.max()))
     spans = np.asarray([it.target for it in items], dtype=np.int64).reshape(b, 2)
 
-    # every element is written once below (no zero fill first)
-    x1 = np.empty((b, n, d), np.float32)
-    prompt = np.empty((b, n, d), np.float32)
-    # float32 (stores may hold float16, whose precision the normalised values would lose)
+    # every element is written once below (no zero fill first). The latents stay as stored
+    # (float16 for a default store: half the bytes to copy and to move to the device); the
+    # normalisation and the prompt are made where the batch is used (`Batch.x1`, `Batch.cond`).
     mean, std = _float32_stats(stats, d)
+    stored = mean is not None and all(part.dtype == np.float16 for it in items for part in it.parts)
+    latents = np.empty((b, n, d), np.float16 if stored else np.float32)
     for i, it in enumerate(items):
         at = 0
         for part in it.parts:
             if part.shape[1] != d:
                 segment_id, dim = meta[i].segment_id, part.shape[1]
                 raise DataError(f"segment {segment_id}: latent dim {dim} != {d} of the batch's other items")
-            # the copy into the batch is the subtraction's output: one pass less over the frames
-            rows = x1[i, at : at + part.shape[0]]
-            if mean is None:
-                rows[...] = part
-                stats.normalize_(rows)
-            else:
-                np.subtract(part, mean, out=rows)
-                np.divide(rows, std, out=rows)
+            latents[i, at : at + part.shape[0]] = part
             at += part.shape[0]
-        x1[i, at:] = 0.0
-        t0, t1 = it.target  # the prompt: x1 outside the target span, zero on it and on padding
-        prompt[i, :t0] = x1[i, :t0]
-        prompt[i, t0:t1] = 0.0
-        prompt[i, t1:at] = x1[i, t1:at]
-        prompt[i, at:] = 0.0
+        latents[i, at:] = 0.0
+        if mean is None:  # statistics of another kind normalise here, with their own normalize_
+            stats.normalize_(latents[i, :at])
     positions = np.arange(n)
     frame_mask = positions < frames[:, None]
     target_mask = (positions >= spans[:, :1]) & (positions < spans[:, 1:])
@@ -355,7 +411,7 @@ def collate(
     cond = Conditions(
         frame_mask=torch.from_numpy(frame_mask),
         target_mask=torch.from_numpy(target_mask),
-        prompt=torch.from_numpy(prompt),
+        prompt=None,
         text=torch.from_numpy(text),
         text_mask=torch.from_numpy(text_mask),
         language=torch.tensor([lang_index.get(s.language, 0) for s in meta], dtype=torch.long),
@@ -369,9 +425,11 @@ def collate(
         layout=PackLayout.plan(frames.tolist(), row_frames),
         **extra,
     )
+    norm = None if mean is None else LatentNorm(torch.from_numpy(mean), torch.from_numpy(std))
     return Batch(
-        x1=torch.from_numpy(x1),
-        cond=cond,
+        latents=torch.from_numpy(latents),
+        conditions=cond,
+        norm=norm,
         num_target_frames=int(target_mask.sum()),
         num_real_frames=int(frames.sum()),
         num_chars=num_chars,

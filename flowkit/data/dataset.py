@@ -449,8 +449,9 @@ class LatentDataset:
         return (f"{where}: all {self.report.considered} segments of the {split} split were rejected on loading "
                 f"({counts}{example})")
 
-    def read(self, indices: Sequence[int]) -> list[np.ndarray]:
-        """Latents of segments ``indices`` as float32 ``[n_i d]``, in the order given.
+    def read(self, indices: Sequence[int], *, as_stored: bool = False) -> list[np.ndarray]:
+        """Latents of segments ``indices`` as float32 ``[n_i d]`` (``as_stored``: in their
+        store's dtype, float16 or float32), in the order given.
 
         Each store is read once per call, sorted by position and coalesced.
 
@@ -466,7 +467,7 @@ class LatentDataset:
             by_store.setdefault(s, []).append(k)
         for store, ks in by_store.items():
             # the finite check is cheap next to a training step, and a NaN must not reach the model
-            arrays = self._readers[store].read([rows[k] for k in ks], check_finite=True)
+            arrays = self._readers[store].read([rows[k] for k in ks], check_finite=True, as_stored=as_stored)
             for k, a in zip(ks, arrays, strict=True):
                 out[k] = a
         return out  # type: ignore[return-value]

@@ -31,7 +31,9 @@ class Conditions:
     Attributes:
         frame_mask: bool ``[b n]``, valid (non-padding) frames.
         target_mask: bool ``[b n]``, frames to generate (subset of ``frame_mask``).
-        prompt: float ``[b n d]``, clean latents on prompt frames, zero elsewhere.
+        prompt: float ``[b n d]``, clean latents on prompt frames, zero elsewhere (None
+            only in a `flowkit.batching.collate.Batch`'s ``conditions``, which makes it
+            from the latents where the batch is used).
         text: long ``[b nt]``, character ids, 0 = padding.
         text_mask: bool ``[b nt]``, real characters.
         language: long ``[b]``, language id (0 = unknown).
@@ -52,7 +54,7 @@ class Conditions:
 
     frame_mask: torch.Tensor
     target_mask: torch.Tensor
-    prompt: torch.Tensor
+    prompt: torch.Tensor | None
     text: torch.Tensor
     text_mask: torch.Tensor
     language: torch.Tensor

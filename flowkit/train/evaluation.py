@@ -100,7 +100,7 @@ class Evaluator:
         for indices in plan.batches[: self.settings.eval_batches]:
             batch, batch_counts = builder.build(indices, rng, train=False)
             counts.add(batch_counts)
-            t, x0 = draw_flow(batch.x1.shape, self.settings.t_sampler, generator)
+            t, x0 = draw_flow(batch.latents.shape, self.settings.t_sampler, generator)
             out.append(FixedBatch(batch, t, x0))
         return out, counts
 
@@ -125,7 +125,7 @@ class Evaluator:
     @torch.no_grad()
     def _pass(self, model: torch.nn.Module, batches: Sequence[FixedBatch], *, no_text: bool = False,
               phase: str = "predicted", tempo: dict[int, list[float]] | None = None) -> dict[str, float]:
-        totals = {unit: max(total, 1.0) for unit, total in unit_sums(f.batch.cond for f in batches).items()}
+        totals = {unit: max(total, 1.0) for unit, total in unit_sums(f.batch.conditions for f in batches).items()}
         sums: dict[str, torch.Tensor] = {}
         weights: dict[str, float] = {}
         for fixed in batches:

@@ -283,7 +283,7 @@ class TrainingLoop:
             return 0.0
         total = 0.0
         for b in batches:
-            cond = b.cond
+            cond = b.conditions  # the masks: the CPU batch, no prompt made
             lengths = list(cond.layout.lengths) if cond.layout is not None else cond.frame_mask.sum(1).tolist()
             total += train_step_flops(
                 self.model, lengths, cond.text_mask.sum(1).tolist(), padded_frames=cond.frame_mask.numel(),
@@ -305,8 +305,8 @@ class TrainingLoop:
         ``count_i / global_total * world_size``, the factor undoing DDP's average of the
         ranks' gradients.
         """
-        counts = {f"unit/{unit}": total for unit, total in unit_sums(b.cond for b in batches).items()}
-        counts["items"] = sum(b.x1.shape[0] for b in batches)
+        counts = {f"unit/{unit}": total for unit, total in unit_sums(b.conditions for b in batches).items()}
+        counts["items"] = sum(b.batch_size for b in batches)
         counts["real_frames"] = sum(b.num_real_frames for b in batches)
         counts["target_frames"] = sum(b.num_target_frames for b in batches)
         summed = dict(zip(counts, distributed.all_sum(self.dist, list(counts.values())), strict=True))

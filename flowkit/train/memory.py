@@ -182,7 +182,7 @@ def step0_check(model: Any, builder: Any, sampler: Any, lengths: Sequence[int], 
         return "memory check skipped: no batch can be formed"
     # train=False: no CFG draws (they change no shape); the run's streams are not touched.
     batch, _ = builder.build(indices, np.random.default_rng(0), train=False)
-    cond = batch.cond
+    cond = batch.conditions  # the shapes: no prompt made on the CPU
     frames = list(cond.layout.lengths) if cond.layout is not None else cond.frame_mask.sum(1).tolist()
     estimate = estimate_memory(model, frames, cond.text_mask.sum(1).tolist(), padded_frames=cond.frame_mask.numel(),
                                padded_chars=cond.text.numel(), autocast=autocast)

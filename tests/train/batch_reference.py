@@ -175,8 +175,8 @@ def collate(plans: list[ItemPlan], segments: Any, latents: dict, *, vocab: Any, 
         drop_text=torch.from_numpy(drop_text), drop_prompt=torch.from_numpy(drop_prompt),
         layout=PackLayout.plan([it[0].shape[0] for it in items], row_frames), **extra,
     )
-    return Batch(
-        x1=torch.from_numpy(x1), cond=cond, num_target_frames=int(target_mask.sum()),
+    return Batch.of(
+        torch.from_numpy(x1), cond, num_target_frames=int(target_mask.sum()),
         num_real_frames=int(frame_mask.sum()), num_chars=num_chars, segment_ids=[s.segment_id for s in meta],
         prompt_segment_ids=[segments[p.prompt_index].segment_id for p in plans],
     )

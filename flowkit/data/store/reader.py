@@ -74,6 +74,15 @@ def _read_direct(folder: Path, array: Any, stop: int) -> np.ndarray | None:
     return out.astype(dtype.newbyteorder("="), copy=False)
 
 
+def _all_finite(block: np.ndarray) -> bool:
+    """Whether every value of ``block`` is finite. float16 is checked on its bits (a value
+    is inf or NaN exactly when its five exponent bits are all set): numpy's ``isfinite``
+    has no vectorised float16 loop and took 3.6 ms of an e13 batch's 11 ms build."""
+    if block.dtype == np.float16:
+        return bool(block.size == 0 or int(np.bitwise_and(block.view(np.uint16), 0x7C00).max()) != 0x7C00)
+    return bool(np.isfinite(block).all())
+
+
 def _as_float32(block: np.ndarray) -> np.ndarray:
     """``block`` as float32 (the exact values: float16 -> float32 loses nothing).
 
@@ -359,8 +368,10 @@ class StoreReader:
             pos = stop
         return out
 
-    def read(self, rows: Sequence[int], *, gap_frames: int = 256, check_finite: bool = False) -> list[np.ndarray]:
-        """Latents of segments ``rows`` as float32 ``[n_i d]``, in the order given.
+    def read(self, rows: Sequence[int], *, gap_frames: int = 256, check_finite: bool = False,
+             as_stored: bool = False) -> list[np.ndarray]:
+        """Latents of segments ``rows`` as float32 ``[n_i d]`` (``as_stored``: in the store's
+        own dtype, float16 or float32, native byte order), in the order given.
 
         Reads are sorted by position and coalesced (segments at most ``gap_frames``
         apart are fetched in one read) into one buffer, converted to float32 at once; the
@@ -394,14 +405,17 @@ class StoreReader:
         for start, end, _ in runs:
             self._read_rows(start, end, raw[at : at + end - start])
             at += end - start
-        block = _as_float32(raw)
+        if not as_stored:
+            block = _as_float32(raw)
+        else:  # the stored dtype, in this machine's byte order (a copy only on a big-endian host)
+            block = raw if raw.dtype.isnative else raw.astype(raw.dtype.newbyteorder("="))
         out: list[np.ndarray | None] = [None] * len(starts)
         at = 0
         for start, end, run in runs:
             for j in run:
                 out[j] = block[at + starts[j] - start : at + ends[j] - start]
             at += end - start
-        if check_finite and not np.isfinite(block).all():  # the buffer may hold frames between the rows
+        if check_finite and not _all_finite(block):  # the buffer may hold frames between the rows
             for j, a in enumerate(out):
                 if not np.isfinite(a).all():  # type: ignore[union-attr]
                     segment_id = self.strings["segment_id"][int(idx[j])]
