@@ -16,11 +16,10 @@ every draw are those of one thread whatever the number of workers and whichever 
 finishes first: `get` hands out the steps in the order they were planned, waiting for a
 slow one while later ones are done.
 
-Threads, not processes: the assembly spends most of its time in the reads (``preadv``),
-the float16 conversion (a torch op) and numpy copies and arithmetic over whole arrays, all
-of which release the GIL; a process would have to pickle every batch back (tens of MB)
-and reopen the zarr stores (see the design notes on forking after zarr). Measured on a
-2-core Xeon: docs/performance.md, "Batch building". Starting the workers also keeps freed
+Threads, not processes: the assembly spends most of its time in the reads (``preadv``) and
+numpy copies over whole arrays, which release the GIL; a process would have to pickle
+every batch back (float16 latents: 6 MB for an e13 batch) and reopen the zarr stores (see
+the design notes on forking after zarr). Measured: docs/performance.md, "Batch building". Starting the workers also keeps freed
 host memory in the process (`flowkit.batching.host_memory`): a build whose padded arrays
 had to be faulted in afresh was what stalled the steps.
 

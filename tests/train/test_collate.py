@@ -222,6 +222,28 @@ def test_to_device_keeps_values():
     )
 
 
+def test_batch_is_built_as_stored_and_finished_where_used():
+    """float16 latents and no prompt on the CPU; `x1` and `cond` made on first access with
+    the bits of the element-wise float32 normalisation; float32 latents stay float32."""
+    segs, latents, vocab = make_data()
+    plans = [ItemPlan(0, (3, 10), 0), ItemPlan(3, (0, segs[3].n_frames), 3)]
+    batch = run(plans, segs, latents, vocab)
+    assert batch.latents.dtype == torch.float16 and batch.conditions.prompt is None
+    assert batch.latents.shape == (2, segs[0].n_frames, D) and (batch.latents[1, segs[3].n_frames:] == 0).all()
+    expected = np.zeros((2, segs[0].n_frames, D), np.float32)
+    for i, k in enumerate((0, 3)):
+        rows = latents[k].astype(np.float32)
+        expected[i, : rows.shape[0]] = (rows - STATS.mean.astype(np.float32)) / STATS.std.astype(np.float32)
+    assert torch.equal(batch.x1, torch.from_numpy(expected))  # bit for bit, padding +0.0
+    assert batch.x1 is batch.x1 and batch.cond is batch.cond  # made once
+    assert batch.cond.prompt.dtype == torch.float32
+    assert torch.equal(batch.cond.prompt, batch.x1.masked_fill(batch.cond.target_mask[..., None], 0.0))
+    assert batch.to("cpu") is batch  # already there: what it made is kept
+    as_f32 = run(plans, segs, {k: v.astype(np.float32) for k, v in latents.items()}, vocab)
+    assert as_f32.latents.dtype == torch.float32 and torch.equal(as_f32.x1, batch.x1)
+    assert torch.equal(as_f32.cond.prompt, batch.cond.prompt)
+
+
 def test_errors():
     segs, latents, vocab = make_data()
     with pytest.raises(ConfigError, match="text_path='both'"):
