@@ -19,9 +19,10 @@ slow one while later ones are done.
 Threads, not processes: the assembly spends most of its time in the reads (``preadv``) and
 numpy copies over whole arrays, which release the GIL; a process would have to pickle
 every batch back (float16 latents: 6 MB for an e13 batch) and reopen the zarr stores (see
-the design notes on forking after zarr). Measured: docs/performance.md, "Batch building". Starting the workers also keeps freed
-host memory in the process (`flowkit.batching.host_memory`): a build whose padded arrays
-had to be faulted in afresh was what stalled the steps.
+the design notes on forking after zarr). Measured: docs/performance.md, "Batch building".
+Starting the workers also keeps freed host memory in the process
+(`flowkit.batching.host_memory`): a build whose padded arrays had to be faulted in afresh
+was what stalled the steps.
 
 Bit-identical resume still holds. Each plan returns, with its step, a *snapshot* of the
 sampler position and the data stream taken right after it. A checkpoint records the
