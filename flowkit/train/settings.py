@@ -150,8 +150,8 @@ class Trainer:
     prefetch_steps: int = attrs.field(default=2, validator=_positive)
     # Threads that assemble those batches (reads, collation) at once, up to
     # max(prefetch_steps, batch_workers) steps ahead; the draws are made in step order by one
-    # thread, so any number gives the same batches. None = the cores this process may use,
-    # at most 8 (flowkit.batching.prefetch.default_batch_workers); 1 = one build thread.
+    # thread, so any number gives the same batches. None = the cores this process may use
+    # less one (the training thread's), at least 1 and at most 8 (flowkit.batching.prefetch.default_batch_workers); 1 = one build thread.
     batch_workers: int | None = attrs.field(default=None, validator=_positive)
     # torch.compile the DiT's feed-forward and modulation (off: compilation takes minutes for
     # a large model; it needs a C++ compiler on the CPU and Triton on CUDA).

@@ -206,7 +206,7 @@ def test_a_run_with_workers_trains_the_bits_of_one_thread_through_a_kill_and_res
 
 def test_batch_workers_default_from_the_cpus_and_must_be_positive() -> None:
     cores = len(__import__("os").sched_getaffinity(0))
-    assert default_batch_workers() == max(1, min(MAX_DEFAULT_WORKERS, cores))
+    assert default_batch_workers() == max(1, min(MAX_DEFAULT_WORKERS, cores - 1))
     gin_config.parse([], ["Trainer.data = []"])
     assert Trainer().build_workers() == default_batch_workers()
     with pytest.raises(ConfigError, match=r"Trainer.batch_workers = 0 must be >= 1"):
