@@ -17,11 +17,16 @@ F5-TTS is read from its source tree with tools/bench_peer.py's loader. Its sampl
 ``torchdiffeq`` (``pip install torchdiffeq``, for this tool only); without it a stand-in
 fixed-grid Euler integrator of the same grid is used, and the tool says so.
 
-    .venv/bin/python tools/bench_sampling.py F5_SRC_DIR [--batch 1 8] [--pairs 5] [--reference]
+    .venv/bin/python tools/bench_sampling.py F5_SRC_DIR [--batch 1 8] [--pairs 5] [--reference] [--training-kernels]
 
 Prints each side's median call and ``ratio flowkit/F5: X`` per batch size and text path
-(target <= 0.80). ``--reference`` also times flowkit's plain path (two full forward passes
-per step, `flowkit.synth.sample._synthesize(reference=True)`), the path this sampler replaced.
+(target <= 0.80). flowkit samples with the linear kernel that
+`flowkit.model.cpu_kernels.sampling_kernels` measures faster for forward passes, as
+``flowkit synthesize`` and ``flowkit eval`` do, and prints the choice. ``--reference`` also
+times flowkit's plain path (two full forward passes per step,
+`flowkit.synth.sample._synthesize(reference=True)`), the path this sampler replaced;
+``--training-kernels`` also times flowkit's sampler with the training kernels in force (the
+sampling before `sampling_kernels`).
 """
 
 from __future__ import annotations
@@ -107,7 +112,7 @@ def _euler_odeint(fn, y0: torch.Tensor, t: torch.Tensor, **_: object) -> torch.T
 class FlowkitSampler:
     """flowkit's DiT of the same size and its sampler."""
 
-    def __init__(self, text_path: str, items: list[dict], *, reference: bool = False) -> None:
+    def __init__(self, text_path: str, items: list[dict], *, reference: bool = False, choose: bool = True) -> None:
         from flowkit.flow.schedules import FlowMatching
         from flowkit.flow.solvers import Euler
         from flowkit.model.dit import DiTConfig
@@ -121,8 +126,25 @@ class FlowkitSampler:
         self.utterances = [Utterance(text=it["text"], prompt=it["prompt"], prompt_text=it["prompt_text"],
                                      target_frames=it["target_frames"]) for it in items]
         self.schedule, self.solver, self.reference = FlowMatching(), Euler(sway=SWAY), reference
+        # as flowkit synthesize / eval do: the linear kernel faster for forward passes, measured
+        # once; choose=False keeps the kernels in force (what sampling ran with before)
+        self.kernels: dict[str, str] | None = None
+        if choose:
+            from flowkit.model.cpu_kernels import sampling_kernels
+
+            with sampling_kernels(self.model) as choice:
+                self.kernels = dict(choice.kernels)
+                self.line = choice.line()
 
     def __call__(self) -> torch.Tensor:
+        from contextlib import nullcontext
+
+        from flowkit.model.cpu_kernels import sampling_kernels
+
+        with nullcontext() if self.kernels is None else sampling_kernels(self.model, recorded=self.kernels):
+            return self._sample()
+
+    def _sample(self) -> torch.Tensor:
         from flowkit.synth.sample import _synthesize, inference_conditions
 
         with torch.no_grad():
@@ -168,6 +190,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--reference", action="store_true", help="also time flowkit's plain (reference) path")
+    parser.add_argument("--training-kernels", action="store_true",
+                        help="also time flowkit's sampler with the training kernels in force (no sampling choice)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(REPO))
@@ -180,6 +204,9 @@ def main() -> None:
               f"F5-TTS integrator: {f5.integrator}", flush=True)
         for text_path in args.paths:
             sides = {"F5-TTS": f5, "flowkit": FlowkitSampler(text_path, items)}
+            print(f"  {text_path} sampling {sides['flowkit'].line}", flush=True)
+            if args.training_kernels:
+                sides["flowkit training kernels"] = FlowkitSampler(text_path, items, choose=False)
             if args.reference:
                 sides["flowkit reference"] = FlowkitSampler(text_path, items, reference=True)
             med = alternate(sides, args.pairs)
@@ -188,6 +215,8 @@ def main() -> None:
             print(f"  ratio flowkit/F5: {med['flowkit'] / med['F5-TTS']:.3f}  (batch {batch}, {text_path}; target <= 0.80)")
             if args.reference:
                 print(f"  ratio flowkit/reference: {med['flowkit'] / med['flowkit reference']:.3f}")
+            if args.training_kernels:
+                print(f"  ratio flowkit/training kernels: {med['flowkit'] / med['flowkit training kernels']:.3f}")
 
 
 if __name__ == "__main__":

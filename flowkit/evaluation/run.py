@@ -40,6 +40,7 @@ a perfect model could reach through this vocoder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -278,6 +279,20 @@ def _check_identity(out: Path, identity: dict[str, Any], *, record: bool = True)
         atomic_write_json(path, identity)
 
 
+def _recorded_kernels(out: Path) -> tuple[bool, dict[str, str] | None]:
+    """``(legacy, kernels)`` of the eval in ``out``: the sampling kernels its `IDENTITY` file
+    records (``{"linear": ...}``; None on a fresh start), and whether it is an eval made before
+    kernels were recorded (it goes on with the kernels it started with: no sampling choice)."""
+    try:
+        old = json.loads((out / IDENTITY).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False, None
+    if not isinstance(old, dict):
+        return False, None
+    kernels = old.get("cpu_kernels")
+    return "cpu_kernels" not in old, kernels if isinstance(kernels, dict) else None
+
+
 def _batches(items: Sequence[TestItem], size: int) -> list[list[TestItem]]:
     """Consecutive runs of ``size`` items: a fixed partition of the list (a prefix of the
     list, ``--limit``, has the same batches but the last)."""
@@ -413,6 +428,7 @@ def evaluate(
     from flowkit.evaluation.render import write_reports
     from flowkit.flow.solvers import describe_solver
     from flowkit.io import atomic_write_bytes, atomic_write_json, atomic_write_text
+    from flowkit.model.cpu_kernels import sampling_kernels
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.level import fit_level
     from flowkit.synth.wav import wav_bytes
@@ -450,54 +466,61 @@ def evaluate(
     _check_identity(out, identity, record=False)  # before the judges load (seconds): fail fast
     judges = judges if judges is not None else build_judges(asr, language=language)
     identity["judges"] = judges.describe()
-    _check_identity(out, identity)
-    results_path = out / RESULTS
-    done = {r["utt"]: r for r in read_results(results_path, repair=True)}
-    wanted = {it.utt for it in items}
-    skipped = len(wanted & set(done))
-    synth = _Synthesiser(im, vocoder, settings)
-    label = f"{im.label}, {settings.nfe} steps of {describe_solver(im.solver)}, CFG {settings.cfg}"
-    console.print(f"eval: {len(items)} utterances of {testset} ({len(ts.rejections)} rejected, {skipped} done before) "
-                  f"into {out}; {label}", markup=False, highlight=False, soft_wrap=True)
-    names = judges.describe()
-    console.print("judges: " + ", ".join(f"{k} {v['name'] if v else 'none'}" for k, v in names.items()),
-                  markup=False, highlight=False)
-    for note in judges.notes:
-        console.print(note, markup=False, highlight=False, soft_wrap=True)
-    notes_before = list(judges.notes)
-    started, new = time.perf_counter(), 0
-    with Progress("eval", total=len(items), completed=skipped, unit="utt", enabled=progress) as bar:
-        for batch in _batches(items, settings.batch):
-            if all(it.utt in done for it in batch):
-                continue
-            prompts = [synth.prompt(it) for it in batch]
-            spans = synth.generate(batch, prompts)
-            for item, prompt, latents in zip(batch, prompts, spans, strict=True):
-                if item.utt in done:
+    # the linear kernel of the forward passes: measured on a fresh start, the recorded one when
+    # continuing (the remaining utterances are then the bits an unbroken eval makes)
+    legacy, recorded = _recorded_kernels(out)
+    with contextlib.nullcontext() if legacy else sampling_kernels(im.model, recorded=recorded) as choice:
+        if choice is not None:
+            identity["cpu_kernels"] = dict(choice.kernels)
+            console.print(f"sampling {choice.line()}", markup=False, highlight=False, soft_wrap=True)
+        _check_identity(out, identity)
+        results_path = out / RESULTS
+        done = {r["utt"]: r for r in read_results(results_path, repair=True)}
+        wanted = {it.utt for it in items}
+        skipped = len(wanted & set(done))
+        synth = _Synthesiser(im, vocoder, settings)
+        label = f"{im.label}, {settings.nfe} steps of {describe_solver(im.solver)}, CFG {settings.cfg}"
+        console.print(f"eval: {len(items)} utterances of {testset} ({len(ts.rejections)} rejected, {skipped} done before) "
+                      f"into {out}; {label}", markup=False, highlight=False, soft_wrap=True)
+        names = judges.describe()
+        console.print("judges: " + ", ".join(f"{k} {v['name'] if v else 'none'}" for k, v in names.items()),
+                      markup=False, highlight=False)
+        for note in judges.notes:
+            console.print(note, markup=False, highlight=False, soft_wrap=True)
+        notes_before = list(judges.notes)
+        started, new = time.perf_counter(), 0
+        with Progress("eval", total=len(items), completed=skipped, unit="utt", enabled=progress) as bar:
+            for batch in _batches(items, settings.batch):
+                if all(it.utt in done for it in batch):
                     continue
-                audio, sr = vocoder(latents, im.encoder)
-                audio, _ = fit_level(audio, sr)
-                audio_path = out / WAVS / f"{item.utt}.wav"
-                atomic_write_bytes(audio_path, wav_bytes(audio, sr))
-                target = _read_audio(item.target_wav) if item.target_wav is not None else None
-                scores = _judge(judges, audio, sr, item, prompt, target)
-                if target is not None:
-                    scores["target_seconds"] = round(target[0].shape[0] / target[1], 4)
-                    scores["duration_ratio"] = (audio.shape[0] / sr) / max(scores["target_seconds"], 1e-9)
-                    if settings.ceilings:
-                        scores["truth"] = _judge(judges, target[0], target[1], item, prompt, None)
-                        scores["vocoded"] = _judge(judges, *synth.vocode_recording(*target), item, prompt, target)
-                record = _record(item, out, audio_path, (audio, sr), int(latents.shape[0]), scores,
-                                 derive_seed(settings.seed, f"eval:{item.utt}"))
-                _append(results_path, record)
-                done[item.utt] = record
-                new += 1
-                minutes = (time.perf_counter() - started) / 60.0
-                bar.update(1, wer=record.get("wer"), utt_per_min=new / max(minutes, 1e-9))
-                if stop_after is not None and new >= stop_after:
-                    raise KeyboardInterrupt
-    for note in judges.notes[len(notes_before):]:  # a judge that failed on first use
-        console.print(note, markup=False, highlight=False, soft_wrap=True)
+                prompts = [synth.prompt(it) for it in batch]
+                spans = synth.generate(batch, prompts)
+                for item, prompt, latents in zip(batch, prompts, spans, strict=True):
+                    if item.utt in done:
+                        continue
+                    audio, sr = vocoder(latents, im.encoder)
+                    audio, _ = fit_level(audio, sr)
+                    audio_path = out / WAVS / f"{item.utt}.wav"
+                    atomic_write_bytes(audio_path, wav_bytes(audio, sr))
+                    target = _read_audio(item.target_wav) if item.target_wav is not None else None
+                    scores = _judge(judges, audio, sr, item, prompt, target)
+                    if target is not None:
+                        scores["target_seconds"] = round(target[0].shape[0] / target[1], 4)
+                        scores["duration_ratio"] = (audio.shape[0] / sr) / max(scores["target_seconds"], 1e-9)
+                        if settings.ceilings:
+                            scores["truth"] = _judge(judges, target[0], target[1], item, prompt, None)
+                            scores["vocoded"] = _judge(judges, *synth.vocode_recording(*target), item, prompt, target)
+                    record = _record(item, out, audio_path, (audio, sr), int(latents.shape[0]), scores,
+                                     derive_seed(settings.seed, f"eval:{item.utt}"))
+                    _append(results_path, record)
+                    done[item.utt] = record
+                    new += 1
+                    minutes = (time.perf_counter() - started) / 60.0
+                    bar.update(1, wer=record.get("wer"), utt_per_min=new / max(minutes, 1e-9))
+                    if stop_after is not None and new >= stop_after:
+                        raise KeyboardInterrupt
+        for note in judges.notes[len(notes_before):]:  # a judge that failed on first use
+            console.print(note, markup=False, highlight=False, soft_wrap=True)
     records = [done[it.utt] for it in items if it.utt in done]
     elapsed = time.perf_counter() - started
     summary = {
@@ -505,6 +528,7 @@ def evaluate(
         "model": label, "step": im.step, "judges": judges.describe(), "vocoder": im.audio_label,
         "settings": attrs.asdict(settings), "totals": totals(records), "notes": list(judges.notes),
         "utterances_per_minute": (new / (elapsed / 60.0)) if new else None,
+        "cpu_kernels": identity.get("cpu_kernels"),
     }
     atomic_write_json(out / SUMMARY, summary)
     write_reports(out, summary, records, ts.rejections, samples=settings.samples)

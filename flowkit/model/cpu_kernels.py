@@ -51,6 +51,13 @@ differ in the last bits: a run records its choice in each checkpoint's meta
 measurement or the environment says, so it trains the same bits as a run that never
 stopped. A checkpoint without a record ran `DEFAULT_KERNELS` (what flowkit used before the
 choice was measured).
+
+Sampling (``flowkit synthesize``, ``flowkit eval``) runs forward passes only, of fewer rows
+(batch 1 with classifier-free guidance: twice the utterance's frames), and the kernel that
+wins a training step's forward + backward need not win a forward pass: `sampling_kernels`
+measures the forward products alone at `SAMPLING_MEASURE_ROWS` rows and lets oneDNN take
+products from `SAMPLING_MIN_ROWS` rows while inside. An eval records its choice and a
+continued eval re-uses it, so its remaining utterances are the bits an unbroken eval makes.
 """
 
 from __future__ import annotations
@@ -72,13 +79,23 @@ from torch.autograd.function import once_differentiable
 from flowkit.errors import ConfigError
 
 __all__ = [
-    "DEFAULT_KERNELS", "KERNEL_ENV", "KERNELS", "MEASURE_MARGIN", "MEASURE_MIN_WEIGHTS", "MEASURE_ROWS", "ONEDNN_MIN_ROWS", "Dropout",
-    "GroupedConv1d", "KernelChoice", "Linear", "choose_cpu_kernels", "current_kernels", "linear", "reference_kernels",
-    "use_kernels",
+    "DEFAULT_KERNELS", "KERNEL_ENV", "KERNELS", "MEASURE_MARGIN", "MEASURE_MIN_WEIGHTS", "MEASURE_ROWS", "ONEDNN_MIN_ROWS",
+    "SAMPLING_MEASURE_ROWS", "SAMPLING_MIN_ROWS", "Dropout", "GroupedConv1d", "KernelChoice", "Linear",
+    "choose_cpu_kernels", "current_kernels", "linear", "reference_kernels", "sampling_kernels", "use_kernels",
 ]
 
 ONEDNN_MIN_ROWS = 512
 """`Linear` multiplies through oneDNN from this many rows (frames or characters) up."""
+
+SAMPLING_MIN_ROWS = 128
+"""The same threshold inside `sampling_kernels`: with no backward pass to amortise its set-up,
+oneDNN's forward product pays from fewer rows where it is the faster kernel at all."""
+
+SAMPLING_MEASURE_ROWS = 256
+"""Rows of the forward products `sampling_kernels` times: a short utterance's frames at batch 1,
+in the range where the two kernels differ most."""
+
+_onednn_min_rows = ONEDNN_MIN_ROWS  # ONEDNN_MIN_ROWS, or SAMPLING_MIN_ROWS inside sampling_kernels
 
 _faster_paths = True
 
@@ -283,12 +300,13 @@ class _OneDNNLinear(torch.autograd.Function):
 def linear(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
     """``F.linear`` by `Linear`'s rule: ``x [... in] @ weight [out in]^T (+ bias [out])`` ->
     ``[... out]``, through oneDNN for float32 CPU products of at least `ONEDNN_MIN_ROWS` rows
-    while the linear kernel in force is ``onednn`` (`current_kernels`)."""
+    (`SAMPLING_MIN_ROWS` inside `sampling_kernels`) while the linear kernel in force is
+    ``onednn`` (`current_kernels`)."""
     plain = (
         _ONEDNN_LINEAR is None
         or _kernels["linear"] != "onednn"
         or not _float32_cpu(x, weight)
-        or x.numel() < ONEDNN_MIN_ROWS * weight.shape[1]
+        or x.numel() < _onednn_min_rows * weight.shape[1]
         or torch.compiler.is_compiling()
     )
     if plain:
@@ -369,13 +387,22 @@ def _median_ms(runs: Mapping[str, Callable[[], None]], reps: int) -> dict[str, f
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
-def _linear_runs(k_in: int, k_out: int, rows: int) -> dict[str, Callable[[], None]]:
-    """Forward + backward of one ``[rows k_in] -> [rows k_out]`` layer through each linear kernel."""
+def _linear_runs(k_in: int, k_out: int, rows: int, backward: bool = True) -> dict[str, Callable[[], None]]:
+    """Forward + backward (``backward``; else the forward alone, as the sampler runs it) of
+    one ``[rows k_in] -> [rows k_out]`` layer through each linear kernel."""
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(rows, k_in, generator=g).requires_grad_(True)
-    w = (torch.randn(k_out, k_in, generator=g) / k_in**0.5).requires_grad_(True)
-    b = torch.zeros(k_out).requires_grad_(True)
+    x = torch.randn(rows, k_in, generator=g).requires_grad_(backward)
+    w = (torch.randn(k_out, k_in, generator=g) / k_in**0.5).requires_grad_(backward)
+    b = torch.zeros(k_out).requires_grad_(backward)
     dy = torch.randn(rows, k_out, generator=g)
+    if not backward:
+        def forward(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
+            def once() -> None:
+                with torch.no_grad():
+                    fn(x, w, b)
+            return once
+
+        return {"mkl": forward(F.linear), "onednn": forward(_onednn_mm)}
 
     def run(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
         def once() -> None:
@@ -416,10 +443,10 @@ def _grouped_conv_runs(conv: nn.Conv1d, rows: int) -> dict[str, Callable[[], Non
 
 
 def _measure(family: str, shapes: dict[tuple, tuple[int, Callable[[], dict[str, Callable[[], None]]]]],
-             rows: int, reps: int) -> dict[str, float]:
+             rows: int, reps: int, backward: bool = True) -> dict[str, float]:
     """``{kernel: ms}``: the sum over ``shapes`` (``{shape: (count, make_runs)}``) of count x
-    the median forward + backward time, cached per process."""
-    key = (family, tuple(sorted((s, c) for s, (c, _) in shapes.items())), rows, torch.get_num_threads())
+    the median forward + backward (or forward) time, cached per process."""
+    key = (family, tuple(sorted((s, c) for s, (c, _) in shapes.items())), rows, torch.get_num_threads(), backward)
     if key not in _measured:
         total = dict.fromkeys(KERNELS[family], 0.0)
         with torch.enable_grad():
@@ -462,8 +489,12 @@ def choose_cpu_kernels(
     measure: bool = True,
     rows: int = MEASURE_ROWS,
     reps: int = 3,
+    backward: bool = True,
+    families: tuple[str, ...] = tuple(KERNELS),
 ) -> KernelChoice:
-    """Choose, put in force (`use_kernels`) and return the CPU kernels for training ``model``.
+    """Choose, put in force (`use_kernels`) and return the CPU kernels for training ``model``
+    (``backward``: timed forward + backward; false: the forward alone, `sampling_kernels`) in
+    ``families`` (the others keep theirs).
 
     Per family, in this order: a resumed run's recorded kernel (``recorded``, a checkpoint
     meta's `KernelChoice.record`; a resumed run without one gets `DEFAULT_KERNELS`, what it
@@ -490,12 +521,12 @@ def choose_cpu_kernels(
             shape = (module.in_channels, module.out_channels, module.kernel_size[0], module.groups, module.padding)
             convs.setdefault(shape, [0, module])[0] += 1
     shapes = {
-        "linear": {s: (c, lambda s=s: _linear_runs(s[0], s[1], rows)) for s, (c, _) in linears.items()},
+        "linear": {s: (c, lambda s=s: _linear_runs(s[0], s[1], rows, backward)) for s, (c, _) in linears.items()},
         "grouped_conv": {s: (c, lambda m=m: _grouped_conv_runs(m, rows)) for s, (c, m) in convs.items()},
     }
     kernels, how, ms = {}, {}, {}
     saved = dict(recorded.get("kernels", {})) if recorded else {}
-    for family in KERNELS:
+    for family in families:
         env = _from_env(family)
         if resumed:
             kernel = saved.get(family, DEFAULT_KERNELS[family])
@@ -514,10 +545,49 @@ def choose_cpu_kernels(
         elif family == "linear" and _ONEDNN_LINEAR is None:
             kernels[family], how[family] = "mkl", "oneDNN's linear kernel is not available"
         else:
-            ms[family] = _measure(family, shapes[family], rows, reps)
+            ms[family] = _measure(family, shapes[family], rows, reps, backward)
             kernels[family], how[family] = _measured_choice(family, ms[family])
         if family == "linear" and kernels[family] == "onednn" and _ONEDNN_LINEAR is None:
             kernels[family] = "mkl"
             how[family] += "; oneDNN's linear kernel is not available here"
     use_kernels(**kernels)
     return KernelChoice(kernels, how, ms)
+
+
+@contextmanager
+def sampling_kernels(
+    model: nn.Module, *, recorded: Mapping[str, str] | None = None, measure: bool = True, reps: int = 3
+) -> Iterator[KernelChoice]:
+    """Put the linear kernel that is faster for ``model``'s forward passes in force while inside,
+    with oneDNN taking products from `SAMPLING_MIN_ROWS` rows; yields the `KernelChoice`
+    (``.record()["kernels"]`` is what a continued sampling run passes back as ``recorded``).
+    On leaving, the kernels and threshold in force before are restored, so a probe inside a
+    training run leaves the run's training kernels as they were.
+
+    The choice, as in `choose_cpu_kernels` with ``backward=False``: ``recorded``
+    (``{"linear": kernel}``, an earlier part of the same eval) wins; then ``FLOWKIT_CPU_LINEAR``;
+    then the faster forward product at the model's own layer shapes at
+    `SAMPLING_MEASURE_ROWS` rows (median of ``reps``, alternated; cached per process); models
+    under `MEASURE_MIN_WEIGHTS` linear weights, and ``measure=False``, keep the default.
+    The grouped convolution needs no choice here: the sampler calls
+    `GroupedConv1d.forward_without_grad`.
+
+    Raises:
+        ConfigError: ``FLOWKIT_CPU_LINEAR`` names an unknown kernel.
+        ValueError: ``recorded`` names an unknown kernel.
+    """
+    global _onednn_min_rows
+    kernels_before, rows_before = dict(_kernels), _onednn_min_rows
+    try:
+        if recorded and "linear" in recorded:
+            use_kernels(linear=recorded["linear"])
+            choice = KernelChoice({"linear": recorded["linear"]}, {"linear": "recorded"})
+        else:
+            choice = choose_cpu_kernels(model, measure=measure, rows=SAMPLING_MEASURE_ROWS, reps=reps,
+                                        backward=False, families=("linear",))
+        _onednn_min_rows = SAMPLING_MIN_ROWS
+        yield choice
+    finally:
+        _kernels.clear()
+        _kernels.update(kernels_before)
+        _onednn_min_rows = rows_before

@@ -288,6 +288,40 @@ def test_every_line_bad_exits_3_in_one_line(run_dir: Path, tmp_path: Path) -> No
     assert len(errors) == 1 and "every line was rejected" in errors[0]
 
 
+def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, testset: Path, no_judges,
+                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first part of an eval records its sampling kernel in eval.json; a continued eval
+    samples with it whatever this process would choose (its remaining utterances are the bits
+    an unbroken eval makes); an eval.json from before kernels were recorded makes no choice."""
+    from flowkit.model import cpu_kernels
+
+    seen = []
+    real = cpu_kernels.sampling_kernels
+
+    def spy(model, *, recorded=None, **kw):
+        seen.append(recorded)
+        return real(model, recorded=recorded, **kw)
+
+    monkeypatch.setattr(cpu_kernels, "sampling_kernels", spy)
+    settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False)
+    out = tmp_path / "o"
+    monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "mkl")
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False, stop_after=1)
+    assert json.loads((out / "eval.json").read_text())["cpu_kernels"] == {"linear": "mkl"}
+    monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")
+    outcome = evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False)
+    assert seen == [None, {"linear": "mkl"}] and outcome.evaluated == 2
+    assert outcome.summary["cpu_kernels"] == {"linear": "mkl"}
+    legacy = tmp_path / "legacy"
+    legacy.mkdir()
+    identity = json.loads((out / "eval.json").read_text())
+    del identity["cpu_kernels"]
+    (legacy / "eval.json").write_text(json.dumps(identity))
+    assert evaluate(run_dir, testset, legacy, settings=settings, judges=no_judges, progress=False).evaluated == 3
+    assert len(seen) == 2 and "cpu_kernels" not in json.loads((legacy / "eval.json").read_text())
+
+
 def test_other_settings_in_the_same_folder_are_refused(run_dir: Path, testset: Path, no_judges,
                                                        tmp_path: Path) -> None:
     settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False, limit=1)

@@ -17,12 +17,16 @@ from flowkit.model.cpu_kernels import (
     KERNELS,
     MEASURE_MARGIN,
     MEASURE_MIN_WEIGHTS,
+    ONEDNN_MIN_ROWS,
+    SAMPLING_MEASURE_ROWS,
+    SAMPLING_MIN_ROWS,
     GroupedConv1d,
     KernelChoice,
     Linear,
     choose_cpu_kernels,
     current_kernels,
     linear,
+    sampling_kernels,
     use_kernels,
 )
 
@@ -34,6 +38,7 @@ def _kernels_restored(monkeypatch):
     """Each test leaves the process's kernels, measurement cache and environment as it found them."""
     before = current_kernels()
     monkeypatch.setattr(cpu_kernels, "_measured", {})
+    monkeypatch.setattr(cpu_kernels, "_onednn_min_rows", ONEDNN_MIN_ROWS)
     for name in cpu_kernels.KERNEL_ENV.values():
         monkeypatch.delenv(name, raising=False)
     yield
@@ -190,3 +195,67 @@ def test_a_measured_kernel_replaces_the_default_only_beyond_the_margin(monkeypat
     choice = choose_cpu_kernels(_Big(), rows=64)
     assert choice.kernels["grouped_conv"] == expected
     assert ("kept" in choice.how["grouped_conv"]) == (expected == "torch" and onednn_ms < torch_ms)
+
+
+def test_sampling_times_forward_products_of_linear_layers_only_and_restores_the_training_kernels(monkeypatch):
+    """Inside: the forward-only measurement's faster linear kernel (the grouped convolution as
+    it was) and oneDNN from SAMPLING_MIN_ROWS rows; after, the training kernels and threshold,
+    also when the body raises (a probe inside a training run must not change the run's bits)."""
+    timed = []
+    real = cpu_kernels._median_ms
+
+    def spy(runs, reps):
+        timed.append(sorted(runs))
+        return real(runs, 1)
+
+    monkeypatch.setattr(cpu_kernels, "_median_ms", spy)
+    use_kernels(linear="onednn", grouped_conv="onednn")
+    with pytest.raises(RuntimeError, match="inside"), sampling_kernels(_Big(), reps=1) as choice:
+        assert cpu_kernels._onednn_min_rows == SAMPLING_MIN_ROWS < ONEDNN_MIN_ROWS
+        assert set(choice.kernels) == {"linear"} and current_kernels()["grouped_conv"] == "onednn"
+        if _ONEDNN_LINEAR is not None:
+            assert choice.how["linear"].startswith("measured") and set(choice.ms["linear"]) == {"mkl", "onednn"}
+            assert timed == [["mkl", "onednn"]] * 2  # the two linear shapes, no convolution
+            key = next(iter(cpu_kernels._measured))
+            assert key[2] == SAMPLING_MEASURE_ROWS and key[-1] is False  # forward-only, at sampling rows
+        assert current_kernels()["linear"] == choice.kernels["linear"]
+        raise RuntimeError("inside")
+    assert current_kernels() == {"linear": "onednn", "grouped_conv": "onednn"}
+    assert cpu_kernels._onednn_min_rows == ONEDNN_MIN_ROWS
+
+
+def test_a_recorded_sampling_kernel_is_used_unmeasured_and_an_unknown_one_refused(monkeypatch):
+    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda *a: pytest.fail("a recorded kernel is not timed"))
+    monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")  # a recorded choice wins over the environment
+    with sampling_kernels(_Big(), recorded={"linear": "mkl"}) as choice:
+        assert choice.kernels == {"linear": "mkl"} and choice.how == {"linear": "recorded"}
+        assert current_kernels()["linear"] == "mkl"
+    with sampling_kernels(_Big()) as choice:  # no record: the environment fixes it
+        assert choice.kernels == {"linear": "onednn"} and choice.how["linear"] == "FLOWKIT_CPU_LINEAR = onednn"
+    with pytest.raises(ValueError, match="linear='blas' is not known"), sampling_kernels(_Big(), recorded={"linear": "blas"}):
+        pass
+    assert cpu_kernels._onednn_min_rows == ONEDNN_MIN_ROWS
+
+
+@needs_onednn
+def test_a_sampling_product_between_the_thresholds_takes_onednn_and_equals_f_linear():
+    """200 rows: F.linear in training, oneDNN inside sampling_kernels with oneDNN in force;
+    equal to F.linear to rtol 1e-5 / atol 1e-5 (the same 256-term float32 sums in another
+    order, as the equality tests above)."""
+    torch.manual_seed(1)
+    x, w, b = torch.randn(200, 256), torch.randn(96, 256) / 16, torch.randn(96)
+    use_kernels(linear="onednn")
+    assert SAMPLING_MIN_ROWS <= 200 < ONEDNN_MIN_ROWS
+    calls = []
+    real = cpu_kernels._onednn_mm
+    with torch.no_grad():
+        cpu_kernels._onednn_mm = lambda *a: calls.append(1) or real(*a)
+        try:
+            trained = linear(x, w, b)
+            with sampling_kernels(_Big(), recorded={"linear": "onednn"}):
+                sampled = linear(x, w, b)
+        finally:
+            cpu_kernels._onednn_mm = real
+    assert len(calls) == 1  # only the product inside
+    assert torch.equal(trained, F.linear(x, w, b))
+    torch.testing.assert_close(sampled, F.linear(x, w, b), rtol=1e-5, atol=1e-5)
