@@ -61,9 +61,9 @@ class _Tiny(nn.Module):
         self.a = Linear(64, 64)
 
 
-def test_a_large_model_is_measured_once_per_process_and_the_faster_kernel_is_in_force(monkeypatch):
-    assert sum(m.in_features * m.out_features for m in _Big().modules() if isinstance(m, Linear)) >= MEASURE_MIN_WEIGHTS
-    calls = []
+def _count_timings(monkeypatch) -> list[list[str]]:
+    """Each timing's sorted candidate names, in order; the timings run once (reps 1)."""
+    calls: list[list[str]] = []
     real = cpu_kernels._median_ms
 
     def counted(runs, reps):
@@ -71,6 +71,12 @@ def test_a_large_model_is_measured_once_per_process_and_the_faster_kernel_is_in_
         return real(runs, 1)
 
     monkeypatch.setattr(cpu_kernels, "_median_ms", counted)
+    return calls
+
+
+def test_a_large_model_is_measured_once_per_process_and_the_faster_kernel_is_in_force(monkeypatch):
+    assert sum(m.in_features * m.out_features for m in _Big().modules() if isinstance(m, Linear)) >= MEASURE_MIN_WEIGHTS
+    calls = _count_timings(monkeypatch)
     choice = choose_cpu_kernels(_Big(), rows=64)
     expected = {"grouped_conv"} | ({"linear"} if _ONEDNN_LINEAR is not None else set())
     assert set(choice.ms) == expected
@@ -201,14 +207,7 @@ def test_sampling_times_forward_products_of_linear_layers_only_and_restores_the_
     """Inside: the forward-only measurement's faster linear kernel (the grouped convolution as
     it was) and oneDNN from SAMPLING_MIN_ROWS rows; after, the training kernels and threshold,
     also when the body raises (a probe inside a training run must not change the run's bits)."""
-    timed = []
-    real = cpu_kernels._median_ms
-
-    def spy(runs, reps):
-        timed.append(sorted(runs))
-        return real(runs, 1)
-
-    monkeypatch.setattr(cpu_kernels, "_median_ms", spy)
+    timed = _count_timings(monkeypatch)
     use_kernels(linear="onednn", grouped_conv="onednn")
     with pytest.raises(RuntimeError, match="inside"), sampling_kernels(_Big(), reps=1) as choice:
         assert cpu_kernels._onednn_min_rows == SAMPLING_MIN_ROWS < ONEDNN_MIN_ROWS
