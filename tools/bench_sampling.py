@@ -133,7 +133,7 @@ class FlowkitSampler:
             from flowkit.model.cpu_kernels import sampling_kernels
 
             with sampling_kernels(self.model) as choice:
-                self.kernels = dict(choice.kernels)
+                self.kernels = {**choice.kernels, "onednn_min_rows": choice.onednn_min_rows}
                 self.line = choice.line()
 
     def __call__(self) -> torch.Tensor:

@@ -281,7 +281,7 @@ def _check_identity(out: Path, identity: dict[str, Any], *, record: bool = True)
 
 def _recorded_kernels(out: Path) -> tuple[bool, dict[str, str] | None]:
     """``(legacy, kernels)`` of the eval in ``out``: the sampling kernels its `IDENTITY` file
-    records (``{"linear": ...}``; None on a fresh start), and whether it is an eval made before
+    records (``{"linear": ..., "onednn_min_rows": ...}``; None on a fresh start), and whether it is an eval made before
     kernels were recorded (it goes on with the kernels it started with: no sampling choice)."""
     try:
         old = json.loads((out / IDENTITY).read_text(encoding="utf-8"))
@@ -471,7 +471,7 @@ def evaluate(
     legacy, recorded = _recorded_kernels(out)
     with contextlib.nullcontext() if legacy else sampling_kernels(im.model, recorded=recorded) as choice:
         if choice is not None:
-            identity["cpu_kernels"] = dict(choice.kernels)
+            identity["cpu_kernels"] = {**choice.kernels, "onednn_min_rows": choice.onednn_min_rows}
             console.print(f"sampling {choice.line()}", markup=False, highlight=False, soft_wrap=True)
         _check_identity(out, identity)
         results_path = out / RESULTS

@@ -55,8 +55,8 @@ choice was measured).
 Sampling (``flowkit synthesize``, ``flowkit eval``) runs forward passes only, of fewer rows
 (batch 1 with classifier-free guidance: twice the utterance's frames), and the kernel that
 wins a training step's forward + backward need not win a forward pass: `sampling_kernels`
-measures the forward products alone at `SAMPLING_MEASURE_ROWS` rows and lets oneDNN take
-products from `SAMPLING_MIN_ROWS` rows while inside. An eval records its choice and a
+measures the forward products alone at `SAMPLING_MEASURE_ROWS` rows and, where oneDNN wins
+clearly, lets it take products from `SAMPLING_MIN_ROWS` rows while inside. An eval records its choice and a
 continued eval re-uses it, so its remaining utterances are the bits an unbroken eval makes.
 """
 
@@ -68,7 +68,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -355,6 +355,7 @@ class KernelChoice:
     kernels: dict[str, str]
     how: dict[str, str]
     ms: dict[str, dict[str, float]] = field(default_factory=dict)
+    onednn_min_rows: int | None = None  # sampling_kernels: the rows from which oneDNN multiplies
 
     def line(self) -> str:
         """One line: ``cpu kernels: linear=mkl (measured: mkl 1.00 ms, onednn 1.12 ms), ...``."""
@@ -365,6 +366,8 @@ class KernelChoice:
             if times:
                 detail += ": " + ", ".join(f"{k} {v:.2f} ms" for k, v in times.items())
             parts.append(f"{family.replace('_', ' ')}={kernel} ({detail})")
+        if self.onednn_min_rows is not None and self.kernels.get("linear") == "onednn":
+            parts.append(f"oneDNN from {self.onednn_min_rows} rows")
         return "cpu kernels: " + ", ".join(parts)
 
     def record(self) -> dict[str, Any]:
@@ -558,14 +561,17 @@ def choose_cpu_kernels(
 def sampling_kernels(
     model: nn.Module, *, recorded: Mapping[str, str] | None = None, measure: bool = True, reps: int = 3
 ) -> Iterator[KernelChoice]:
-    """Put the linear kernel that is faster for ``model``'s forward passes in force while inside,
-    with oneDNN taking products from `SAMPLING_MIN_ROWS` rows; yields the `KernelChoice`
-    (``.record()["kernels"]`` is what a continued sampling run passes back as ``recorded``).
+    """Put the linear kernel that is faster for ``model``'s forward passes in force while inside;
+    where oneDNN was measured faster beyond `MEASURE_MARGIN`, it takes products from
+    `SAMPLING_MIN_ROWS` rows (else from `ONEDNN_MIN_ROWS`, as in training: a tie leaves the
+    products between the two thresholds on MKL). Yields the `KernelChoice`;
+    ``{**choice.kernels, "onednn_min_rows": choice.onednn_min_rows}`` is what a continued
+    sampling run passes back as ``recorded``.
     On leaving, the kernels and threshold in force before are restored, so a probe inside a
     training run leaves the run's training kernels as they were.
 
     The choice, as in `choose_cpu_kernels` with ``backward=False``: ``recorded``
-    (``{"linear": kernel}``, an earlier part of the same eval) wins; then ``FLOWKIT_CPU_LINEAR``;
+    (``{"linear": kernel, "onednn_min_rows": rows}``, an earlier part of the same eval) wins; then ``FLOWKIT_CPU_LINEAR``;
     then the faster forward product at the model's own layer shapes at
     `SAMPLING_MEASURE_ROWS` rows (median of ``reps``, alternated; cached per process); models
     under `MEASURE_MIN_WEIGHTS` linear weights, and ``measure=False``, keep the default.
@@ -581,11 +587,15 @@ def sampling_kernels(
     try:
         if recorded and "linear" in recorded:
             use_kernels(linear=recorded["linear"])
-            choice = KernelChoice({"linear": recorded["linear"]}, {"linear": "recorded"})
+            rows = int(recorded.get("onednn_min_rows", ONEDNN_MIN_ROWS))
+            choice = KernelChoice({"linear": recorded["linear"]}, {"linear": "recorded"}, onednn_min_rows=rows)
         else:
             choice = choose_cpu_kernels(model, measure=measure, rows=SAMPLING_MEASURE_ROWS, reps=reps,
                                         backward=False, families=("linear",))
-        _onednn_min_rows = SAMPLING_MIN_ROWS
+            ms = choice.ms.get("linear", {})
+            won = choice.kernels["linear"] == "onednn" and bool(ms) and ms["onednn"] <= (1 - MEASURE_MARGIN) * ms["mkl"]
+            choice = replace(choice, onednn_min_rows=SAMPLING_MIN_ROWS if won else ONEDNN_MIN_ROWS)
+        _onednn_min_rows = choice.onednn_min_rows
         yield choice
     finally:
         _kernels.clear()

@@ -308,11 +308,11 @@ def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, tes
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "mkl")
     with pytest.raises(KeyboardInterrupt):
         evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False, stop_after=1)
-    assert json.loads((out / "eval.json").read_text())["cpu_kernels"] == {"linear": "mkl"}
+    assert json.loads((out / "eval.json").read_text())["cpu_kernels"] == {"linear": "mkl", "onednn_min_rows": 512}
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")
     outcome = evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False)
-    assert seen == [None, {"linear": "mkl"}] and outcome.evaluated == 2
-    assert outcome.summary["cpu_kernels"] == {"linear": "mkl"}
+    assert seen == [None, {"linear": "mkl", "onednn_min_rows": 512}] and outcome.evaluated == 2
+    assert outcome.summary["cpu_kernels"] == {"linear": "mkl", "onednn_min_rows": 512}
     legacy = tmp_path / "legacy"
     legacy.mkdir()
     identity = json.loads((out / "eval.json").read_text())
