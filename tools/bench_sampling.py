@@ -26,7 +26,10 @@ Prints each side's median call and ``ratio flowkit/F5: X`` per batch size and te
 times flowkit's plain path (two full forward passes per step,
 `flowkit.synth.sample._synthesize(reference=True)`), the path this sampler replaced;
 ``--training-kernels`` also times flowkit's sampler with the training kernels in force (the
-sampling before `sampling_kernels`).
+sampling before `sampling_kernels`). ``--profile`` then profiles 2 more calls of F5-TTS's side
+and of flowkit's and prints, side by side, where a call goes (tools/bench_peer.py's categories:
+block GEMMs, attention, convolutions, element-wise, copies and fills, autograd and Python; ms
+per call), then each side's top ops by self CPU time.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ import torch
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tools"))
 
-from bench_peer import CONV_LAYERS, DEPTH, DIM, FF_MULT, HEADS, MEL, TEXT_DIM, VOCAB, load_f5  # noqa: E402
+from bench_peer import CATEGORIES, CONV_LAYERS, DEPTH, DIM, FF_MULT, HEADS, MEL, TEXT_DIM, VOCAB, breakdown, load_f5  # noqa: E402, I001
 
 STEPS, CFG, SWAY = 32, 2.0, -1.0  # F5-TTS's inference defaults (infer_cli: nfe_step 32, cfg 2, sway -1)
 SPACE = 3  # the separator id of the benchmark's texts (flowkit's aligned path cuts units there)
@@ -180,6 +183,22 @@ def alternate(sides: dict[str, object], pairs: int) -> dict[str, float]:
     return {name: statistics.median(v) for name, v in times.items()}
 
 
+def profile_side_by_side(sides: dict[str, object], label: str, calls: int = 2, rows: int = 12) -> None:
+    """Where one call of each side goes: ms per call in each of tools/bench_peer.py's
+    categories (each op's self CPU time), then each side's top ``rows`` ops."""
+    results = {name: breakdown(side, calls) for name, side in sides.items()}
+    names = list(sides)
+    print(f"\n--- where a call goes, {label}: {calls} profiled calls each, ms per call ---")
+    print(f"  {'':22s}" + "".join(f" {n:>12s}" for n in names))
+    for cat in CATEGORIES:
+        if any(results[n][0][cat] > 0 for n in names):
+            print(f"  {cat:22s}" + "".join(f" {results[n][0][cat]:12.1f}" for n in names))
+    print(f"  {'profiled call':22s}" + "".join(f" {results[n][1]:12.1f}" for n in names))
+    for name in names:
+        print(f"--- top ops by self CPU time, {name}, {label} ---")
+        print(results[name][2].key_averages().table(sort_by="self_cpu_time_total", row_limit=rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("f5_src", type=Path, help="F5-TTS source tree (the directory holding src/f5_tts)")
@@ -192,6 +211,7 @@ def main() -> None:
     parser.add_argument("--reference", action="store_true", help="also time flowkit's plain (reference) path")
     parser.add_argument("--training-kernels", action="store_true",
                         help="also time flowkit's sampler with the training kernels in force (no sampling choice)")
+    parser.add_argument("--profile", action="store_true", help="also profile 2 calls of each side, side by side")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(REPO))
@@ -217,6 +237,8 @@ def main() -> None:
                 print(f"  ratio flowkit/reference: {med['flowkit'] / med['flowkit reference']:.3f}")
             if args.training_kernels:
                 print(f"  ratio flowkit/training kernels: {med['flowkit'] / med['flowkit training kernels']:.3f}")
+            if args.profile:
+                profile_side_by_side({"F5-TTS": f5, "flowkit": sides["flowkit"]}, f"batch {batch}, {text_path}")
 
 
 if __name__ == "__main__":

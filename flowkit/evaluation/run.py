@@ -466,7 +466,7 @@ def evaluate(
     _check_identity(out, identity, record=False)  # before the judges load (seconds): fail fast
     judges = judges if judges is not None else build_judges(asr, language=language)
     identity["judges"] = judges.describe()
-    # the linear kernel of the forward passes: measured on a fresh start, the recorded one when
+    # the linear and grouped-conv kernels of the forward passes: measured on a fresh start, the recorded one when
     # continuing (the remaining utterances are then the bits an unbroken eval makes)
     legacy, recorded = _recorded_kernels(out)
     with contextlib.nullcontext() if legacy else sampling_kernels(im.model, recorded=recorded) as choice:

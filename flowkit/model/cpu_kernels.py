@@ -14,8 +14,12 @@ Measured on the peer benchmark's step (``tools/bench_peer.py``, one thread, dim 
   runs through oneDNN on the CPU, whose backward pass is about twice as slow for these
   shapes as torch's own per-group im2col + GEMM kernel (60 against 33 ms forward +
   backward). This one calls torch's own kernel on the CPU, for the forward and the
-  backward pass, and is ``nn.Conv1d`` everywhere else; the sampler, which needs no backward
-  pass, takes oneDNN's forward (`GroupedConv1d.forward_without_grad`), the faster one.
+  backward pass, or oneDNN in the channels-last layout (`channels_last_conv1d`: the
+  activations' own frames-major memory, no reorder), whichever is measured faster, and is
+  ``nn.Conv1d`` everywhere else. On a Zen 3 EPYC the channels-last kernel takes 0.41-0.59x
+  the forward + backward time of torch's (a training step 7-9 % less); the sampler, which
+  needs no backward pass, takes the faster of oneDNN's two forwards
+  (`GroupedConv1d.forward_without_grad`: 0.36-0.43x channels-last against channels-first there).
 
 - `Linear`: ``nn.Linear`` on the CPU multiplies with MKL's SGEMM, which on this AMD EPYC
   (Zen 5) runs at about 220 GFLOPS on 2 threads; oneDNN's matmul, which ships inside every
@@ -43,7 +47,8 @@ unless the default is within `MEASURE_MARGIN` of it (a tie keeps the default).
 Models with fewer than `MEASURE_MIN_WEIGHTS` linear weights keep `DEFAULT_KERNELS` unmeasured
 (their products are too small for the choice to matter, and an unmeasured choice is the same
 in every process). The environment variables ``FLOWKIT_CPU_LINEAR`` (``auto``, ``mkl``,
-``onednn``) and ``FLOWKIT_CPU_GROUPED_CONV`` (``auto``, ``torch``, ``onednn``) fix a choice.
+``onednn``) and ``FLOWKIT_CPU_GROUPED_CONV`` (``auto``, ``torch``, ``onednn``, ``channels_last``)
+fix a choice.
 
 The two kernels of a family compute the same products in another order, so their results
 differ in the last bits: a run records its choice in each checkpoint's meta
@@ -80,8 +85,8 @@ from flowkit.errors import ConfigError
 
 __all__ = [
     "DEFAULT_KERNELS", "KERNEL_ENV", "KERNELS", "MEASURE_MARGIN", "MEASURE_MIN_WEIGHTS", "MEASURE_ROWS", "ONEDNN_MIN_ROWS",
-    "SAMPLING_MEASURE_ROWS", "SAMPLING_MIN_ROWS", "Dropout", "GroupedConv1d", "KernelChoice", "Linear",
-    "choose_cpu_kernels", "current_kernels", "linear", "reference_kernels", "sampling_kernels", "use_kernels",
+    "SAMPLING_DEFAULT_KERNELS", "SAMPLING_MEASURE_ROWS", "SAMPLING_MIN_ROWS", "Dropout", "GroupedConv1d", "KernelChoice",
+    "Linear", "channels_last_conv1d", "choose_cpu_kernels", "current_kernels", "linear", "reference_kernels", "sampling_kernels", "use_kernels",
 ]
 
 ONEDNN_MIN_ROWS = 512
@@ -99,10 +104,17 @@ _onednn_min_rows = ONEDNN_MIN_ROWS  # ONEDNN_MIN_ROWS, or SAMPLING_MIN_ROWS insi
 
 _faster_paths = True
 
-KERNELS: dict[str, tuple[str, ...]] = {"linear": ("mkl", "onednn"), "grouped_conv": ("torch", "onednn")}
+KERNELS: dict[str, tuple[str, ...]] = {
+    "linear": ("mkl", "onednn"), "grouped_conv": ("torch", "onednn", "channels_last"),
+}
 """Each family's candidate kernels: ``linear``: ``mkl`` (``F.linear``: MKL's SGEMM on x86) or
-``onednn`` (`_OneDNNLinear`); ``grouped_conv``: ``torch`` (`_TorchKernelConv1d`) or ``onednn``
-(``nn.Conv1d``'s own CPU path)."""
+``onednn`` (`_OneDNNLinear`); ``grouped_conv``: ``torch`` (`_TorchKernelConv1d`), ``onednn``
+(``nn.Conv1d``'s own CPU path) or ``channels_last`` (`channels_last_conv1d`: oneDNN in the
+frames-major layout the model keeps its activations in)."""
+
+SAMPLING_DEFAULT_KERNELS: dict[str, str] = {"linear": "onednn", "grouped_conv": "onednn"}
+"""The kernels `sampling_kernels` keeps on a tie: ``grouped_conv=onednn`` is oneDNN's forward
+in the channels-first layout (`GroupedConv1d.forward_without_grad` before it measured)."""
 
 DEFAULT_KERNELS: dict[str, str] = {"linear": "onednn", "grouped_conv": "torch"}
 """The kernels in force until a choice is made, and those of a checkpoint that records none."""
@@ -209,36 +221,60 @@ class _TorchKernelConv1d(torch.autograd.Function):
         return gx, gw, gb, None, None
 
 
+def channels_last_conv1d(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, padding: int, groups: int
+) -> torch.Tensor:
+    """A stride-1 ``conv1d`` through oneDNN in the channels-last layout: ``x [b c n]`` whose
+    memory is frames-major (``x = h.transpose(1, 2)`` of an activation ``h [b n c]``; any other
+    layout is copied into it) -> ``[b c_out n']``, again a frames-major view, so the caller's
+    ``.transpose(1, 2)`` back to ``[b n' c_out]`` is free.
+
+    As a 2-D convolution of height 1 in ``torch.channels_last`` memory format, oneDNN runs its
+    channels-last (nhwc) kernel on the activations as they lie, with no reorder of the input
+    or the output; ``nn.Conv1d`` on the same view reorders both. For the position embedding's
+    16 groups and kernel 31 on a Zen 3 EPYC (2 threads): forward 1.1 against 2.6 ms at
+    2 x 256 x 250, forward + backward 22 against 38 ms (torch's kernel) at 8 x 256 x 400.
+    Autograd is torch's own (oneDNN's backward in the same format).
+    """
+    x4 = x.unsqueeze(2).contiguous(memory_format=torch.channels_last)  # [b c 1 n], memory [b 1 n c]
+    return F.conv2d(x4, weight.unsqueeze(2), bias, padding=(0, padding), groups=groups).squeeze(2)
+
+
 class GroupedConv1d(nn.Conv1d):
     """``nn.Conv1d`` (stride 1, integer padding, zero padding mode) that runs torch's own
     per-group kernel instead of oneDNN for float32 CPU tensors, where it is faster for
     grouped convolutions with long kernels. ``x [b c n]`` -> ``[b c_out n']``."""
 
     def _conv_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-        plain = (
-            _kernels["grouped_conv"] != "torch"
-            or not _float32_cpu(x, weight)
-            or self.stride != (1,)
-            or self.dilation != (1,)
-            or self.padding_mode != "zeros"
-            or isinstance(self.padding, str)
-        )
+        plain = _kernels["grouped_conv"] == "onednn" or not _float32_cpu(x, weight) or not self._plain_geometry()
         if plain:
             return super()._conv_forward(x, weight, bias)
+        if _kernels["grouped_conv"] == "channels_last":
+            return channels_last_conv1d(x, weight, bias, self.padding[0], self.groups)
         return _TorchKernelConv1d.apply(x, weight, bias, self.padding[0], self.groups)
 
     def forward_without_grad(self, x: torch.Tensor) -> torch.Tensor:
-        """The forward pass alone, through ``nn.Conv1d``'s own kernel choice (oneDNN on the
-        CPU), for inference: oneDNN's forward is the faster one here (at the sampler's
-        16 x 256 x 400 with 16 groups and kernel 31, 221 against 757 ms, alternated on 2
-        loaded cores of an Intel Xeon), while its backward pass is the slower. ``x [b c n]`` -> ``[b c_out n']``.
+        """The forward pass alone, for inference, through oneDNN: in the channels-last layout
+        (`channels_last_conv1d`) where that kernel is in force (`sampling_kernels` measures
+        it), else ``nn.Conv1d``'s own kernel choice (oneDNN on the CPU; its forward beats
+        torch's own kernel: at the sampler's 16 x 256 x 400 with 16 groups and kernel 31, 221
+        against 757 ms, alternated on 2 loaded cores of an Intel Xeon). ``x [b c n]`` -> ``[b c_out n']``.
 
         Raises:
             RuntimeError: called with gradients enabled (the training forward is `forward`).
         """
         if torch.is_grad_enabled():
             raise RuntimeError("GroupedConv1d.forward_without_grad needs torch.no_grad(); train through forward")
+        if _kernels["grouped_conv"] == "channels_last" and _float32_cpu(x, self.weight) and self._plain_geometry():
+            return channels_last_conv1d(x, self.weight, self.bias, self.padding[0], self.groups)
         return super()._conv_forward(x, self.weight, self.bias)
+
+    def _plain_geometry(self) -> bool:
+        """Stride 1, no dilation, integer zero padding: what the faster kernels compute."""
+        return (
+            self.stride == (1,) and self.dilation == (1,) and self.padding_mode == "zeros"
+            and not isinstance(self.padding, str)
+        )
 
 
 def _onednn_linear_kernel() -> Any:
@@ -416,14 +452,17 @@ def _linear_runs(k_in: int, k_out: int, rows: int, backward: bool = True) -> dic
     return {"mkl": run(F.linear), "onednn": run(_OneDNNLinear.apply)}
 
 
-def _grouped_conv_runs(conv: nn.Conv1d, rows: int) -> dict[str, Callable[[], None]]:
-    """Forward + backward of one grouped convolution of ``rows`` frames (``[rows // 512 or 1,
-    c, n]``) through each grouped-convolution kernel."""
+def _grouped_conv_runs(conv: nn.Conv1d, rows: int, backward: bool = True) -> dict[str, Callable[[], None]]:
+    """Forward + backward (``backward``; else the forward alone, of ``onednn`` and
+    ``channels_last``, the sampler's two) of one grouped convolution of ``rows`` frames
+    (``[rows // 512 or 1, c, n]``, a frames-major view as the model passes it) through each
+    grouped-convolution kernel."""
     frames = min(rows, 512)
     g = torch.Generator().manual_seed(0)
-    x = torch.randn(max(1, rows // frames), conv.in_channels, frames, generator=g).requires_grad_(True)
-    w = conv.weight.detach().clone().requires_grad_(True)
-    b = None if conv.bias is None else conv.bias.detach().clone().requires_grad_(True)
+    x = torch.randn(max(1, rows // frames), frames, conv.in_channels, generator=g).transpose(1, 2)
+    x.requires_grad_(backward)
+    w = conv.weight.detach().clone().requires_grad_(backward)
+    b = None if conv.bias is None else conv.bias.detach().clone().requires_grad_(backward)
     pad, groups = int(conv.padding[0]), conv.groups
 
     def onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
@@ -431,6 +470,18 @@ def _grouped_conv_runs(conv: nn.Conv1d, rows: int) -> dict[str, Callable[[], Non
 
     def mine(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
         return _TorchKernelConv1d.apply(x, w, b, pad, groups)
+
+    def channels_last(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        return channels_last_conv1d(x, w, b, pad, groups)
+
+    if not backward:
+        def forward(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
+            def once() -> None:
+                with torch.no_grad():
+                    fn(x, w, b)
+            return once
+
+        return {"onednn": forward(onednn), "channels_last": forward(channels_last)}
 
     dy = torch.randn(onednn(x, w, b).shape, generator=g)
 
@@ -442,7 +493,7 @@ def _grouped_conv_runs(conv: nn.Conv1d, rows: int) -> dict[str, Callable[[], Non
             fn(x, w, b).backward(dy)
         return once
 
-    return {"torch": run(mine), "onednn": run(onednn)}
+    return {"torch": run(mine), "onednn": run(onednn), "channels_last": run(channels_last)}
 
 
 def _measure(family: str, shapes: dict[tuple, tuple[int, Callable[[], dict[str, Callable[[], None]]]]],
@@ -451,19 +502,19 @@ def _measure(family: str, shapes: dict[tuple, tuple[int, Callable[[], dict[str, 
     the median forward + backward (or forward) time, cached per process."""
     key = (family, tuple(sorted((s, c) for s, (c, _) in shapes.items())), rows, torch.get_num_threads(), backward)
     if key not in _measured:
-        total = dict.fromkeys(KERNELS[family], 0.0)
+        total: dict[str, float] = {}
         with torch.enable_grad():
             for count, make_runs in shapes.values():
                 for kernel, ms in _median_ms(make_runs(), reps).items():
-                    total[kernel] += count * ms
+                    total[kernel] = total.get(kernel, 0.0) + count * ms
         _measured[key] = total
     return dict(_measured[key])
 
 
-def _measured_choice(family: str, ms: Mapping[str, float]) -> tuple[str, str]:
+def _measured_choice(family: str, ms: Mapping[str, float], defaults: Mapping[str, str] = DEFAULT_KERNELS) -> tuple[str, str]:
     """``(kernel, how)`` from the measured ``{kernel: ms}``: the fastest, unless the family's
-    default is within `MEASURE_MARGIN` of it (then the default)."""
-    fastest, default = min(ms, key=ms.get), DEFAULT_KERNELS[family]
+    default (in ``defaults``) is within `MEASURE_MARGIN` of it (then the default)."""
+    fastest, default = min(ms, key=ms.get), defaults[family]
     if fastest != default and ms[fastest] > (1 - MEASURE_MARGIN) * ms[default]:
         return default, f"measured; within {MEASURE_MARGIN:.0%} of the default, kept"
     return fastest, "measured"
@@ -525,8 +576,9 @@ def choose_cpu_kernels(
             convs.setdefault(shape, [0, module])[0] += 1
     shapes = {
         "linear": {s: (c, lambda s=s: _linear_runs(s[0], s[1], rows, backward)) for s, (c, _) in linears.items()},
-        "grouped_conv": {s: (c, lambda m=m: _grouped_conv_runs(m, rows)) for s, (c, m) in convs.items()},
+        "grouped_conv": {s: (c, lambda m=m: _grouped_conv_runs(m, rows, backward)) for s, (c, m) in convs.items()},
     }
+    defaults = DEFAULT_KERNELS if backward else SAMPLING_DEFAULT_KERNELS
     kernels, how, ms = {}, {}, {}
     saved = dict(recorded.get("kernels", {})) if recorded else {}
     for family in families:
@@ -540,16 +592,16 @@ def choose_cpu_kernels(
         elif env is not None:
             kernels[family], how[family] = env, f"{KERNEL_ENV[family]} = {env}"
         elif not shapes[family]:
-            kernels[family], how[family] = DEFAULT_KERNELS[family], "default: no such layer"
+            kernels[family], how[family] = defaults[family], "default: no such layer"
         elif not measure:
-            kernels[family], how[family] = DEFAULT_KERNELS[family], "default: not measured"
+            kernels[family], how[family] = defaults[family], "default: not measured"
         elif weights < MEASURE_MIN_WEIGHTS:
-            kernels[family], how[family] = DEFAULT_KERNELS[family], f"default: under {MEASURE_MIN_WEIGHTS:,} linear weights"
+            kernels[family], how[family] = defaults[family], f"default: under {MEASURE_MIN_WEIGHTS:,} linear weights"
         elif family == "linear" and _ONEDNN_LINEAR is None:
             kernels[family], how[family] = "mkl", "oneDNN's linear kernel is not available"
         else:
             ms[family] = _measure(family, shapes[family], rows, reps, backward)
-            kernels[family], how[family] = _measured_choice(family, ms[family])
+            kernels[family], how[family] = _measured_choice(family, ms[family], defaults)
         if family == "linear" and kernels[family] == "onednn" and _ONEDNN_LINEAR is None:
             kernels[family] = "mkl"
             how[family] += "; oneDNN's linear kernel is not available here"
@@ -559,39 +611,43 @@ def choose_cpu_kernels(
 
 @contextmanager
 def sampling_kernels(
-    model: nn.Module, *, recorded: Mapping[str, str] | None = None, measure: bool = True, reps: int = 3
+    model: nn.Module, *, recorded: Mapping[str, Any] | None = None, measure: bool = True, reps: int = 3
 ) -> Iterator[KernelChoice]:
-    """Put the linear kernel that is faster for ``model``'s forward passes in force while inside;
-    where oneDNN was measured faster beyond `MEASURE_MARGIN`, it takes products from
-    `SAMPLING_MIN_ROWS` rows (else from `ONEDNN_MIN_ROWS`, as in training: a tie leaves the
-    products between the two thresholds on MKL). Yields the `KernelChoice`;
-    ``{**choice.kernels, "onednn_min_rows": choice.onednn_min_rows}`` is what a continued
-    sampling run passes back as ``recorded``.
+    """Put the linear and grouped-convolution kernels that are faster for ``model``'s forward
+    passes in force while inside; where oneDNN's linear kernel was measured faster beyond
+    `MEASURE_MARGIN`, it takes products from `SAMPLING_MIN_ROWS` rows (else from
+    `ONEDNN_MIN_ROWS`, as in training: a tie leaves the products between the two thresholds
+    on MKL). The grouped convolutions (`GroupedConv1d.forward_without_grad`) run oneDNN's
+    forward in the channels-first layout (``onednn``) or in the channels-last one
+    (``channels_last``), whichever is faster beyond the margin (a tie keeps ``onednn``).
+    Yields the `KernelChoice`; ``{**choice.kernels, "onednn_min_rows": choice.onednn_min_rows}``
+    is what a continued sampling run passes back as ``recorded``.
     On leaving, the kernels and threshold in force before are restored, so a probe inside a
     training run leaves the run's training kernels as they were.
 
-    The choice, as in `choose_cpu_kernels` with ``backward=False``: ``recorded``
-    (``{"linear": kernel, "onednn_min_rows": rows}``, an earlier part of the same eval) wins; then ``FLOWKIT_CPU_LINEAR``;
-    then the faster forward product at the model's own layer shapes at
-    `SAMPLING_MEASURE_ROWS` rows (median of ``reps``, alternated; cached per process); models
-    under `MEASURE_MIN_WEIGHTS` linear weights, and ``measure=False``, keep the default.
-    The grouped convolution needs no choice here: the sampler calls
-    `GroupedConv1d.forward_without_grad`.
+    The choice, per family as in `choose_cpu_kernels` with ``backward=False``: ``recorded``
+    (``{"linear": kernel, "grouped_conv": kernel, "onednn_min_rows": rows}``, an earlier part
+    of the same eval; a record without ``grouped_conv`` ran ``onednn``) wins; then the
+    family's environment variable; then the faster forward pass at the model's own layer
+    shapes at `SAMPLING_MEASURE_ROWS` rows (median of ``reps``, alternated; cached per
+    process); models under `MEASURE_MIN_WEIGHTS` linear weights, and ``measure=False``, keep
+    `SAMPLING_DEFAULT_KERNELS`.
 
     Raises:
-        ConfigError: ``FLOWKIT_CPU_LINEAR`` names an unknown kernel.
+        ConfigError: ``FLOWKIT_CPU_LINEAR`` or ``FLOWKIT_CPU_GROUPED_CONV`` names an unknown kernel.
         ValueError: ``recorded`` names an unknown kernel.
     """
     global _onednn_min_rows
     kernels_before, rows_before = dict(_kernels), _onednn_min_rows
     try:
         if recorded and "linear" in recorded:
-            use_kernels(linear=recorded["linear"])
+            kernels = {"linear": recorded["linear"], "grouped_conv": recorded.get("grouped_conv", "onednn")}
+            use_kernels(**kernels)
             rows = int(recorded.get("onednn_min_rows", ONEDNN_MIN_ROWS))
-            choice = KernelChoice({"linear": recorded["linear"]}, {"linear": "recorded"}, onednn_min_rows=rows)
+            choice = KernelChoice(kernels, dict.fromkeys(kernels, "recorded"), onednn_min_rows=rows)
         else:
             choice = choose_cpu_kernels(model, measure=measure, rows=SAMPLING_MEASURE_ROWS, reps=reps,
-                                        backward=False, families=("linear",))
+                                        backward=False, families=("linear", "grouped_conv"))
             ms = choice.ms.get("linear", {})
             won = choice.kernels["linear"] == "onednn" and bool(ms) and ms["onednn"] <= (1 - MEASURE_MARGIN) * ms["mkl"]
             choice = replace(choice, onednn_min_rows=SAMPLING_MIN_ROWS if won else ONEDNN_MIN_ROWS)

@@ -290,8 +290,8 @@ def test_every_line_bad_exits_3_in_one_line(run_dir: Path, tmp_path: Path) -> No
 
 def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, testset: Path, no_judges,
                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The first part of an eval records its sampling kernel in eval.json; a continued eval
-    samples with it whatever this process would choose (its remaining utterances are the bits
+    """The first part of an eval records its sampling kernels in eval.json; a continued eval
+    samples with them whatever this process would choose (its remaining utterances are the bits
     an unbroken eval makes); an eval.json from before kernels were recorded makes no choice."""
     from flowkit.model import cpu_kernels
 
@@ -306,13 +306,16 @@ def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, tes
     settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False)
     out = tmp_path / "o"
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "mkl")
+    monkeypatch.setenv("FLOWKIT_CPU_GROUPED_CONV", "channels_last")
+    recorded = {"linear": "mkl", "grouped_conv": "channels_last", "onednn_min_rows": 512}
     with pytest.raises(KeyboardInterrupt):
         evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False, stop_after=1)
-    assert json.loads((out / "eval.json").read_text())["cpu_kernels"] == {"linear": "mkl", "onednn_min_rows": 512}
+    assert json.loads((out / "eval.json").read_text())["cpu_kernels"] == recorded
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")
+    monkeypatch.setenv("FLOWKIT_CPU_GROUPED_CONV", "onednn")
     outcome = evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False)
-    assert seen == [None, {"linear": "mkl", "onednn_min_rows": 512}] and outcome.evaluated == 2
-    assert outcome.summary["cpu_kernels"] == {"linear": "mkl", "onednn_min_rows": 512}
+    assert seen == [None, recorded] and outcome.evaluated == 2
+    assert outcome.summary["cpu_kernels"] == recorded
     legacy = tmp_path / "legacy"
     legacy.mkdir()
     identity = json.loads((out / "eval.json").read_text())

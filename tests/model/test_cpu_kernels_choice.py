@@ -168,8 +168,13 @@ def test_linear_in_force_equals_f_linear_forward_and_backward(kernel):
             torch.testing.assert_close(mine, ref, rtol=1e-5, atol=atol)
 
 
-@pytest.mark.parametrize("kernel", ["torch", "onednn"])
-def test_grouped_conv_in_force_equals_nn_conv1d_forward_and_backward(kernel):
+@pytest.mark.parametrize("frames_major", [False, True])
+@pytest.mark.parametrize("kernel", ["torch", "onednn", "channels_last"])
+def test_grouped_conv_in_force_equals_nn_conv1d_forward_and_backward(kernel, frames_major):
+    """Outputs and the input, weight and bias gradients, for a channels-first input and for the
+    frames-major view ``h.transpose(1, 2)`` the model passes. The other kernels sum the same
+    31 x 4-term float32 products in another order: rtol / atol 1e-4 (measured <= 4e-5 on
+    gradients of magnitude ~10)."""
     torch.manual_seed(0)
     use_kernels(grouped_conv=kernel)
     ref = nn.Conv1d(64, 64, 31, padding=15, groups=16)
@@ -178,62 +183,82 @@ def test_grouped_conv_in_force_equals_nn_conv1d_forward_and_backward(kernel):
     base, dy = torch.randn(2, 64, 120), torch.randn(2, 64, 120)
     results = []
     for module in (conv, ref):
-        x = base.clone().requires_grad_(True)
-        y = module(x)
+        x = (base.transpose(1, 2).contiguous() if frames_major else base.clone()).requires_grad_(True)
+        y = module(x.transpose(1, 2) if frames_major else x)
         y.backward(dy)
-        results.append([y.detach(), x.grad, module.weight.grad, module.bias.grad])
+        grad = x.grad.transpose(1, 2) if frames_major else x.grad
+        results.append([y.detach(), grad, module.weight.grad, module.bias.grad])
     for mine, theirs in zip(*results, strict=True):
         if kernel == "onednn":  # nn.Conv1d's own path
             assert torch.equal(mine, theirs)
         else:
             torch.testing.assert_close(mine, theirs, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():  # the sampler's forward: channels-last where in force, else nn.Conv1d's
+        sampled, plain = conv.forward_without_grad(base.transpose(1, 2).contiguous().transpose(1, 2)), ref(base)
+    if kernel == "channels_last":
+        torch.testing.assert_close(sampled, plain, rtol=1e-5, atol=1e-5)
+    else:
+        assert torch.equal(sampled, plain)
 
 
-@pytest.mark.parametrize(("onednn_ms", "torch_ms", "expected"), [
-    (8.0, 10.0, "onednn"),   # 20 % less time: the measured kernel replaces the default
-    (9.5, 10.0, "torch"),    # 5 % less: a tie, the default stays (the load could decide it)
-    (12.0, 10.0, "torch"),   # the default is faster
+@pytest.mark.parametrize(("onednn_ms", "torch_ms", "channels_last_ms", "expected"), [
+    (8.0, 10.0, 12.0, "onednn"),         # 20 % less time: the measured kernel replaces the default
+    (9.5, 10.0, 12.0, "torch"),          # 5 % less: a tie, the default stays (the load could decide it)
+    (12.0, 10.0, 12.0, "torch"),         # the default is faster
+    (8.0, 10.0, 4.0, "channels_last"),   # the fastest of the three wins
+    (12.0, 10.0, 9.5, "torch"),          # a tie with the default again
 ])
-def test_a_measured_kernel_replaces_the_default_only_beyond_the_margin(monkeypatch, onednn_ms, torch_ms, expected):
+def test_a_measured_kernel_replaces_the_default_only_beyond_the_margin(
+    monkeypatch, onednn_ms, torch_ms, channels_last_ms, expected,
+):
     assert DEFAULT_KERNELS["grouped_conv"] == "torch"
-    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda runs, reps: {"onednn": onednn_ms, "torch": torch_ms}
-                        if set(runs) == {"onednn", "torch"} else dict.fromkeys(runs, 1.0))
+    conv_ms = {"onednn": onednn_ms, "torch": torch_ms, "channels_last": channels_last_ms}
+    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda runs, reps: conv_ms
+                        if set(runs) == set(KERNELS["grouped_conv"]) else dict.fromkeys(runs, 1.0))
     choice = choose_cpu_kernels(_Big(), rows=64)
     assert choice.kernels["grouped_conv"] == expected
-    assert ("kept" in choice.how["grouped_conv"]) == (expected == "torch" and onednn_ms < torch_ms)
+    assert ("kept" in choice.how["grouped_conv"]) == (expected == "torch" and min(conv_ms.values()) < torch_ms)
 
 
-def test_sampling_times_forward_products_of_linear_layers_only_and_restores_the_training_kernels(monkeypatch):
-    """Inside: the forward-only measurement's faster linear kernel (the grouped convolution as
-    it was) and oneDNN from SAMPLING_MIN_ROWS rows; after, the training kernels and threshold,
-    also when the body raises (a probe inside a training run must not change the run's bits)."""
+def test_sampling_times_forward_passes_and_restores_the_training_kernels(monkeypatch):
+    """Inside: the forward-only measurement's faster linear kernel, oneDNN from SAMPLING_MIN_ROWS
+    rows, and the faster of the sampler's two convolution forwards (channels-first oneDNN,
+    channels-last oneDNN); after, the training kernels and threshold, also when the body raises
+    (a probe inside a training run must not change the run's bits)."""
     timed = _count_timings(monkeypatch)
-    use_kernels(linear="onednn", grouped_conv="onednn")
+    use_kernels(linear="onednn", grouped_conv="torch")
     with pytest.raises(RuntimeError, match="inside"), sampling_kernels(_Big(), reps=1) as choice:
         ms = choice.ms.get("linear", {})
         won = choice.kernels["linear"] == "onednn" and bool(ms) and ms["onednn"] <= (1 - MEASURE_MARGIN) * ms["mkl"]
         assert cpu_kernels._onednn_min_rows == choice.onednn_min_rows == (SAMPLING_MIN_ROWS if won else ONEDNN_MIN_ROWS)
-        assert set(choice.kernels) == {"linear"} and current_kernels()["grouped_conv"] == "onednn"
+        assert set(choice.kernels) == {"linear", "grouped_conv"}
+        assert choice.kernels["grouped_conv"] in ("onednn", "channels_last")
+        assert set(choice.ms["grouped_conv"]) == {"onednn", "channels_last"}  # torch's forward is not a candidate
+        assert ["channels_last", "onednn"] in timed  # the one convolution shape, forward only
         if _ONEDNN_LINEAR is not None:
             assert choice.how["linear"].startswith("measured") and set(choice.ms["linear"]) == {"mkl", "onednn"}
-            assert timed == [["mkl", "onednn"]] * 2  # the two linear shapes, no convolution
-            key = next(iter(cpu_kernels._measured))
-            assert key[2] == SAMPLING_MEASURE_ROWS and key[-1] is False  # forward-only, at sampling rows
-        assert current_kernels()["linear"] == choice.kernels["linear"]
+            assert timed.count(["mkl", "onednn"]) == 2  # the two linear shapes
+        assert all(key[2] == SAMPLING_MEASURE_ROWS and key[-1] is False for key in cpu_kernels._measured)
+        assert current_kernels() == choice.kernels
         raise RuntimeError("inside")
-    assert current_kernels() == {"linear": "onednn", "grouped_conv": "onednn"}
+    assert current_kernels() == {"linear": "onednn", "grouped_conv": "torch"}
     assert cpu_kernels._onednn_min_rows == ONEDNN_MIN_ROWS
 
 
 def test_a_recorded_sampling_kernel_is_used_unmeasured_and_an_unknown_one_refused(monkeypatch):
     monkeypatch.setattr(cpu_kernels, "_median_ms", lambda *a: pytest.fail("a recorded kernel is not timed"))
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")  # a recorded choice wins over the environment
-    with sampling_kernels(_Big(), recorded={"linear": "mkl"}) as choice:
-        assert choice.kernels == {"linear": "mkl"} and choice.how == {"linear": "recorded"}
+    with sampling_kernels(_Big(), recorded={"linear": "mkl"}) as choice:  # an eval.json of before the conv choice
+        assert choice.kernels == {"linear": "mkl", "grouped_conv": "onednn"}
+        assert choice.how == {"linear": "recorded", "grouped_conv": "recorded"}
         assert choice.onednn_min_rows == ONEDNN_MIN_ROWS  # a record without rows: training's
-        assert current_kernels()["linear"] == "mkl"
+        assert current_kernels() == {"linear": "mkl", "grouped_conv": "onednn"}
+    with sampling_kernels(_Big(), recorded={"linear": "mkl", "grouped_conv": "channels_last"}):
+        assert current_kernels()["grouped_conv"] == "channels_last"
+    monkeypatch.setenv("FLOWKIT_CPU_GROUPED_CONV", "channels_last")
     with sampling_kernels(_Big()) as choice:  # no record: the environment fixes it
-        assert choice.kernels == {"linear": "onednn"} and choice.how["linear"] == "FLOWKIT_CPU_LINEAR = onednn"
+        assert choice.kernels == {"linear": "onednn", "grouped_conv": "channels_last"}
+        assert choice.how["linear"] == "FLOWKIT_CPU_LINEAR = onednn"
     with pytest.raises(ValueError, match="linear='blas' is not known"), sampling_kernels(_Big(), recorded={"linear": "blas"}):
         pass
     assert cpu_kernels._onednn_min_rows == ONEDNN_MIN_ROWS
@@ -268,8 +293,9 @@ def test_sampling_lowers_the_onednn_threshold_only_where_onednn_wins_beyond_the_
     """A tie keeps oneDNN in force (the default) but leaves products under ONEDNN_MIN_ROWS on
     MKL, as in training: measured on a Zen 3 EPYC, a tie moved batch 1's products to oneDNN
     and made its sampling 9 % slower."""
-    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda runs, reps: {"mkl": 10.0, "onednn": onednn_ms})
+    monkeypatch.setattr(cpu_kernels, "_median_ms", lambda runs, reps: {"mkl": 10.0, "onednn": onednn_ms}
+                        if "mkl" in runs else dict.fromkeys(runs, 1.0))
     monkeypatch.setattr(cpu_kernels, "_ONEDNN_LINEAR", cpu_kernels._ONEDNN_LINEAR or object())
     with sampling_kernels(_Big()) as choice:
-        assert choice.kernels == {"linear": "onednn"} and cpu_kernels._onednn_min_rows == rows == choice.onednn_min_rows
+        assert choice.kernels == {"linear": "onednn", "grouped_conv": "onednn"} and cpu_kernels._onednn_min_rows == rows == choice.onednn_min_rows
         assert ("oneDNN from" in choice.line()) and str(rows) in choice.line()

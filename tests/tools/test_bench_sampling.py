@@ -45,3 +45,16 @@ def test_the_stand_in_integrator_is_torchdiffeqs_euler() -> None:
 
     expected = torchdiffeq.odeint(fn, y0, t, method="euler")
     torch.testing.assert_close(tool._euler_odeint(fn, y0, t), expected, rtol=0, atol=1e-6)
+
+
+def test_the_profile_puts_each_sides_products_under_block_gemms(capsys: pytest.CaptureFixture[str]) -> None:
+    tool = _tool()
+    a, w, big = torch.randn(256, 256), torch.randn(256, 256), torch.randn(1000, 1000)  # big: > 0.05 ms of sines
+    sides = {"products": lambda: torch.nn.functional.linear(a, w), "sines": lambda: torch.sin(big)}
+    tool.profile_side_by_side(sides, "test", calls=2, rows=3)
+    # "  CATEGORY (22 wide) MS MS": the category, then one column per side
+    rows = {line[2:24].strip(): line[24:].split() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("  ") and len(line[24:].split()) == 2}
+    gemm_products, gemm_sines = (float(v) for v in rows["block GEMMs"])
+    assert gemm_products > 0 and gemm_sines == 0  # linear is a product; sin is not
+    assert float(rows["element-wise"][1]) > 0
