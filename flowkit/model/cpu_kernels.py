@@ -241,9 +241,10 @@ def channels_last_conv1d(
 
 
 class GroupedConv1d(nn.Conv1d):
-    """``nn.Conv1d`` (stride 1, integer padding, zero padding mode) that runs torch's own
-    per-group kernel instead of oneDNN for float32 CPU tensors, where it is faster for
-    grouped convolutions with long kernels. ``x [b c n]`` -> ``[b c_out n']``."""
+    """``nn.Conv1d`` (stride 1, integer padding, zero padding mode) that runs the grouped
+    convolution kernel in force (`current_kernels`) for float32 CPU tensors: torch's own
+    per-group kernel (the default), oneDNN in the channels-last layout
+    (`channels_last_conv1d`), or ``nn.Conv1d``'s own path (``onednn``). ``x [b c n]`` -> ``[b c_out n']``."""
 
     def _conv_forward(self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         plain = _kernels["grouped_conv"] == "onednn" or not _float32_cpu(x, weight) or not self._plain_geometry()
