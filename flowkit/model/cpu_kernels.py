@@ -427,6 +427,14 @@ def _median_ms(runs: Mapping[str, Callable[[], None]], reps: int) -> dict[str, f
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
+def _forward_only(fn: Callable[..., torch.Tensor], *args: Any) -> Callable[[], None]:
+    """A timing run of ``fn(*args)`` without gradients (the sampler's forward pass)."""
+    def once() -> None:
+        with torch.no_grad():
+            fn(*args)
+    return once
+
+
 def _linear_runs(k_in: int, k_out: int, rows: int, backward: bool = True) -> dict[str, Callable[[], None]]:
     """Forward + backward (``backward``; else the forward alone, as the sampler runs it) of
     one ``[rows k_in] -> [rows k_out]`` layer through each linear kernel."""
@@ -436,13 +444,7 @@ def _linear_runs(k_in: int, k_out: int, rows: int, backward: bool = True) -> dic
     b = torch.zeros(k_out).requires_grad_(backward)
     dy = torch.randn(rows, k_out, generator=g)
     if not backward:
-        def forward(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
-            def once() -> None:
-                with torch.no_grad():
-                    fn(x, w, b)
-            return once
-
-        return {"mkl": forward(F.linear), "onednn": forward(_onednn_mm)}
+        return {"mkl": _forward_only(F.linear, x, w, b), "onednn": _forward_only(_onednn_mm, x, w, b)}
 
     def run(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
         def once() -> None:
@@ -476,13 +478,7 @@ def _grouped_conv_runs(conv: nn.Conv1d, rows: int, backward: bool = True) -> dic
         return channels_last_conv1d(x, w, b, pad, groups)
 
     if not backward:
-        def forward(fn: Callable[..., torch.Tensor]) -> Callable[[], None]:
-            def once() -> None:
-                with torch.no_grad():
-                    fn(x, w, b)
-            return once
-
-        return {"onednn": forward(onednn), "channels_last": forward(channels_last)}
+        return {"onednn": _forward_only(onednn, x, w, b), "channels_last": _forward_only(channels_last, x, w, b)}
 
     dy = torch.randn(onednn(x, w, b).shape, generator=g)
 
