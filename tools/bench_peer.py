@@ -17,6 +17,7 @@ so stand-in modules replace the packages this environment lacks. It needs
 
     .venv/bin/python tools/bench_peer.py F5_SRC_DIR [--pairs 10] [--profile]
     .venv/bin/python tools/bench_peer.py F5_SRC_DIR --text-dim 256 --conv-layers 4   # the other side-by-side
+    .venv/bin/python tools/bench_peer.py F5_SRC_DIR --conv-kernels   # flowkit's step per grouped-conv kernel
 
 Prints the median step of each side and ``ratio flowkit/F5: X`` per text path (target <= 0.80),
 then the roofline of flowkit's step: its model FLOPs (`flowkit.model.flops.train_step_flops`),
@@ -33,6 +34,8 @@ Before the first step each flowkit side chooses its CPU kernels as ``flowkit tra
 where its step goes (`breakdown`): block GEMMs, attention, convolutions, element-wise work,
 the loss, the optimizer (clipping + AdamW + zero_grad), copies and fills, autograd and
 Python, in ms per step and share of the profiled step; then torch's top-10 op table.
+``--conv-kernels`` then times flowkit's step with each grouped-convolution kernel in force
+(torch's, oneDNN channels-first, oneDNN channels-last), alternated step by step.
 """
 
 from __future__ import annotations
@@ -337,6 +340,8 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=400)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--profile", action="store_true", help="also profile 3 steps of each flowkit side")
+    parser.add_argument("--conv-kernels", action="store_true",
+                        help="also time flowkit's step with each grouped-convolution kernel, alternated")
     parser.add_argument("--text-dim", type=int, default=TEXT_DIM, help=f"text embedding width (default {TEXT_DIM}; "
                         f"issue 26's other side-by-side: {DIM}, the model's)")
     parser.add_argument("--conv-layers", type=int, default=CONV_LAYERS,
@@ -370,6 +375,32 @@ def main() -> None:
         roofline(fk.model, data, text_path, m_fk)
         if args.profile:
             profile(f"flowkit {text_path}", fk.step, m_fk)
+        if args.conv_kernels:
+            conv_kernels(fk, text_path, args.pairs)
+
+
+def conv_kernels(fk: FlowkitSide, text_path: str, steps: int) -> None:
+    """flowkit's median step with each grouped-convolution kernel in force, the kernels
+    alternated step by step (one warm-up each); the measured choice is put back after."""
+    from flowkit.model.cpu_kernels import KERNELS, current_kernels, use_kernels
+
+    chosen, kernels = current_kernels()["grouped_conv"], list(KERNELS["grouped_conv"])
+    times: dict[str, list[float]] = {k: [] for k in kernels}
+    try:
+        for k in kernels:
+            use_kernels(grouped_conv=k)
+            fk.step()
+        for rep in range(steps):
+            for k in kernels if rep % 2 == 0 else kernels[::-1]:
+                use_kernels(grouped_conv=k)
+                started = time.perf_counter()
+                fk.step()
+                times[k].append(time.perf_counter() - started)
+    finally:
+        use_kernels(grouped_conv=chosen)
+    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
+    line = ", ".join(f"{k} {m:.1f} ms ({m / med['torch']:.3f})" for k, m in med.items())
+    print(f"{text_path:9s}: flowkit step per grouped-conv kernel (x torch's): {line}")
 
 
 if __name__ == "__main__":

@@ -42,3 +42,26 @@ def test_the_text_encoder_sizes_reach_the_flowkit_side() -> None:
     assert small.model.cfg.text_dim == 128 and small.model.cfg.conv_layers == 2
     assert large.model.cfg.text_dim == 256 and large.model.cfg.conv_layers == 4
     assert tool.n_params(large.model) > tool.n_params(small.model)
+
+
+def test_conv_kernels_times_every_grouped_conv_kernel_and_puts_the_choice_back(capsys: pytest.CaptureFixture[str]) -> None:
+    from flowkit.model.cpu_kernels import KERNELS, current_kernels, use_kernels
+
+    tool = _tool()
+    before = current_kernels()
+    use_kernels(grouped_conv="channels_last")
+    seen = []
+
+    class Side:
+        def step(self) -> None:
+            seen.append(current_kernels()["grouped_conv"])
+
+    try:
+        tool.conv_kernels(Side(), "unaligned", 2)
+        assert current_kernels()["grouped_conv"] == "channels_last"  # the measured choice is back
+    finally:
+        use_kernels(**before)
+    kernels = list(KERNELS["grouped_conv"])
+    assert seen == kernels + kernels + kernels[::-1]  # one warm-up each, then alternated
+    line = capsys.readouterr().out
+    assert all(f"{k} " in line for k in kernels) and "torch" in line and "(1.000)" in line
