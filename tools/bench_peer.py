@@ -332,6 +332,27 @@ def profile(name: str, step, median_s: float, steps: int = 3, rows: int = 10) ->
     print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows))
 
 
+def conv_kernels(fk: FlowkitSide, text_path: str, steps: int) -> None:
+    """flowkit's median step with each grouped-convolution kernel in force, the kernels
+    alternated step by step (one warm-up each, `flowkit.model.cpu_kernels._median_ms`); the
+    measured choice is put back after."""
+    from flowkit.model.cpu_kernels import KERNELS, _median_ms, current_kernels, use_kernels
+
+    def step_with(kernel: str):
+        def once() -> None:
+            use_kernels(grouped_conv=kernel)
+            fk.step()
+        return once
+
+    chosen = current_kernels()["grouped_conv"]
+    try:
+        med = _median_ms({k: step_with(k) for k in KERNELS["grouped_conv"]}, steps)
+    finally:
+        use_kernels(grouped_conv=chosen)
+    line = ", ".join(f"{k} {m:.1f} ms ({m / med['torch']:.3f})" for k, m in med.items())
+    print(f"{text_path:9s}: flowkit step per grouped-conv kernel (x torch's): {line}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("f5_src", type=Path, help="F5-TTS source tree (the directory holding src/f5_tts)")
@@ -377,30 +398,6 @@ def main() -> None:
             profile(f"flowkit {text_path}", fk.step, m_fk)
         if args.conv_kernels:
             conv_kernels(fk, text_path, args.pairs)
-
-
-def conv_kernels(fk: FlowkitSide, text_path: str, steps: int) -> None:
-    """flowkit's median step with each grouped-convolution kernel in force, the kernels
-    alternated step by step (one warm-up each); the measured choice is put back after."""
-    from flowkit.model.cpu_kernels import KERNELS, current_kernels, use_kernels
-
-    chosen, kernels = current_kernels()["grouped_conv"], list(KERNELS["grouped_conv"])
-    times: dict[str, list[float]] = {k: [] for k in kernels}
-    try:
-        for k in kernels:
-            use_kernels(grouped_conv=k)
-            fk.step()
-        for rep in range(steps):
-            for k in kernels if rep % 2 == 0 else kernels[::-1]:
-                use_kernels(grouped_conv=k)
-                started = time.perf_counter()
-                fk.step()
-                times[k].append(time.perf_counter() - started)
-    finally:
-        use_kernels(grouped_conv=chosen)
-    med = {k: statistics.median(v) * 1e3 for k, v in times.items()}
-    line = ", ".join(f"{k} {m:.1f} ms ({m / med['torch']:.3f})" for k, m in med.items())
-    print(f"{text_path:9s}: flowkit step per grouped-conv kernel (x torch's): {line}")
 
 
 if __name__ == "__main__":
