@@ -18,7 +18,9 @@ a training thread that needs 10 ms per step (a GPU) waits for its next batch, wi
 batches built in a background thread up to ``Trainer.prefetch_steps`` steps ahead
 (target < 1 %), with the longest wait and the page faults of the prefetched builds (a
 build that faults its arrays in afresh is a long one: flowkit/batching/host_memory.py),
-once with one build thread and once with ``Trainer.batch_workers`` (the machine's default).
+with one build thread under Python's automatic garbage collection and under the trainer's
+(``Trainer.gc_every``: flowkit/train/collection.py), and with ``Trainer.batch_workers``
+build threads (the machine's default) when that is more than one.
 With ``--short-run STORE`` it instead times ``flowkit train CONFIG --data STORE --steps 2``
 in this process and prints where the time went: the memory check, the evaluation passes
 (their count and seconds), the training steps, the saves.
@@ -54,6 +56,7 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
     from flowkit.data.dataset import LatentDataset
     from flowkit.data.stats import compute_latent_stats
     from flowkit.model.packing import PackLayout
+    from flowkit.train.collection import GarbageCollection
     from flowkit.train.settings import Trainer
 
     for gin in ("base.gin", "e13_dur_emotion.gin"):
@@ -110,22 +113,31 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
             return batch
 
         workers = s.build_workers()
-        runs = [(False, 1), (True, 1)] + ([(True, workers)] if workers > 1 else [])
-        for enabled, n in runs:
+        # (prefetch, build workers, Trainer.gc_every): the trainer's collection policy
+        # (flowkit.train.collection) and, beside it, Python's automatic collection
+        runs = [(False, 1, s.gc_every), (True, 1, None), (True, 1, s.gc_every)]
+        runs += [(True, workers, s.gc_every)] if workers > 1 else []
+        for enabled, n, gc_every in runs:
             prefetcher = StepPrefetcher(plan, lambda: None, enabled=enabled, depth=s.prefetch_steps,
                                         workers=n, assemble=counted if enabled else assemble)
             waits = []
-            for _ in range(steps):
-                started = time.perf_counter()
-                prefetcher.get()
-                waits.append(time.perf_counter() - started)
-                time.sleep(0.010)  # the step itself, at GPU speed
+            with GarbageCollection(gc_every) as collection:
+                for step in range(steps):
+                    collection.maybe_collect(step)  # in the training thread, as the loop does
+                    started = time.perf_counter()
+                    batch = prefetcher.get()
+                    waits.append(time.perf_counter() - started)
+                    time.sleep(0.010)  # the step itself, at GPU speed
+                    del batch  # freed after the step, as the loop frees it
             prefetcher.close()
             stall = sum(waits[2:]) / (sum(waits[2:]) + 0.010 * (steps - 2))
             label = (f"prefetch on, {prefetcher.ahead} steps ahead, {n} build worker{'s' if n > 1 else ''}"
                      if enabled else "prefetch off")
+            label += (", automatic garbage collection" if gc_every is None else
+                      f", garbage collected every {gc_every} steps: {collection.collections} x "
+                      f"{1e3 * collection.seconds / max(1, collection.collections):.1f} ms")
             print(f"data stall at a 10 ms step: {100 * stall:.1f} %  ({gin}, {label}; median wait "
-                  f"{1e3 * statistics.median(waits[2:]):.1f} ms, longest {1e3 * max(waits[2:]):.1f} ms; target < 1 %)")
+                  f"{1e3 * statistics.median(waits[2:]):.2f} ms, longest {1e3 * max(waits[2:]):.1f} ms; target < 1 %)")
         print(f"page faults of the prefetched builds: {sum(faults)} in {len(faults)}; builds with more than "
               f"1000: {sum(f > 1000 for f in faults)}  ({gin}; see flowkit/batching/host_memory.py)")
         ds.close()

@@ -49,6 +49,7 @@ RESUME_ALLOW: tuple[str, ...] = (
     "Trainer.prefetch",
     "Trainer.prefetch_steps",
     "Trainer.batch_workers",
+    "Trainer.gc_every",
     "Trainer.peak_tflops",
     "Trainer.memory_check",
     "Trainer.max_memory_gb",

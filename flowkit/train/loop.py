@@ -36,6 +36,7 @@ from flowkit.checkpoints import files as checkpoint
 from flowkit.errors import TrainingError
 from flowkit.model.flops import peak_tflops, train_step_flops
 from flowkit.train import distributed
+from flowkit.train.collection import GarbageCollection
 from flowkit.train.distributed import DistContext
 from flowkit.train.ema import EMA
 from flowkit.train.evaluation import Evaluator
@@ -110,6 +111,9 @@ class TrainingLoop:
                                          enabled=settings.prefetch and not settings.overfit_one_batch,
                                          depth=settings.prefetch_steps, workers=settings.build_workers(),
                                          assemble=self._assemble_step)
+        # Python's garbage collector runs at fixed steps, not inside a batch build
+        # (flowkit.train.collection)
+        self.collection = GarbageCollection(settings.gc_every)
         self._consumed: dict[str, Any] | None = None
         self._evaluated: tuple[tuple[int, int], dict[str, float]] | None = None  # (step, updates), metrics
         self._window = PairingCounts()
@@ -148,13 +152,14 @@ class TrainingLoop:
 
     def _run(self) -> str:
         s, c = self.settings, self.counters
-        with self.stop.installed(), contextlib.closing(self.prefetcher):
+        with self.stop.installed(), contextlib.closing(self.prefetcher), self.collection:
             if not self.resumed and s.eval_every is not None:
                 self.evaluate()
             if not self.resumed and self.probe is not None:
                 self.log({"kind": "probe_ceiling", "step": c.step, **self.probe.ceilings()})
                 self.run_probe()
             while c.step < s.steps and not self.should_stop():
+                self.collection.maybe_collect(c.step)
                 stats = self.train_step(self.set_lr())
                 if self.should_run(s.log_every):
                     self.log_step(stats)

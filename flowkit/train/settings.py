@@ -153,6 +153,11 @@ class Trainer:
     # thread, so any number gives the same batches. None = the cores this process may use
     # less one (the training thread's), at least 1 and at most 8 (flowkit.batching.prefetch.default_batch_workers); 1 = one build thread.
     batch_workers: int | None = attrs.field(default=None, validator=_positive)
+    # Python's cyclic garbage collector off during the loop, run every gc_every steps instead
+    # (the young generations; a full collection every 10th time) in the training thread, so a
+    # collection never fires inside a batch build while the training thread waits for the GIL
+    # (flowkit.train.collection). None = Python's automatic collection.
+    gc_every: int | None = attrs.field(default=50, validator=_positive)
     # torch.compile the DiT's feed-forward and modulation (off: compilation takes minutes for
     # a large model; it needs a C++ compiler on the CPU and Triton on CUDA).
     compile: bool = False
