@@ -20,7 +20,9 @@ decode exactly: another backbone or head (the EnCodec and ResNet variants, the I
 Why own code: the ``vocos`` package imports torchaudio for its feature extractors, and
 torchaudio does not load beside the torch flowkit runs on; decoding needs none of it. The
 network is torch's own layers and ``torch.istft`` (the call the reference makes for
-"center" padding), named like the published state dict so it loads unchanged.
+"center" padding), named like the published state dict so it loads unchanged. Unlike the
+reference, the backbone keeps its activations frames-major (`ConvNeXtBlock`): 0.92-0.93x
+the reference's decode time on 2 threads of an Intel Xeon (docs/performance.md).
 ``tests/synth/test_vocos.py`` holds `VocosNet.decode` to <= 1e-4 max abs against the
 reference ``Vocos.decode`` (fixtures written by ``tools/vocos_fixtures.py`` from
 charactr-platform/vocos at commit 86db50a025ecaddf864366d5dbfc83554ceedc60).
@@ -37,6 +39,7 @@ import torch
 from torch import nn
 
 from flowkit.errors import CheckpointError
+from flowkit.model.cpu_kernels import channels_last_conv1d
 
 __all__ = [
     "CONFIG_FILE", "WEIGHTS_FILE", "LoadedVocos", "VocosConfig", "VocosNet", "check_directory", "fit_state",
@@ -188,8 +191,12 @@ def read_config(path: str | Path) -> VocosConfig:
 class ConvNeXtBlock(nn.Module):
     """Depthwise convolution over frames, LayerNorm, a GELU MLP, layer scale, residual.
 
-    ``forward(x [b h n], mask [b 1 n] | None) -> [b h n]``. Frames where ``mask`` is 0 are
-    zeroed before the convolution, so a padded item decodes as it would alone.
+    ``forward(x [b n h], mask [b n 1] | None) -> [b n h]``, frames-major throughout: the
+    depthwise convolution runs in the channels-last layout on the activations as they lie
+    (`flowkit.model.cpu_kernels.channels_last_conv1d`), so no block transposes its input or
+    output (the reference keeps ``[b h n]`` and transposes around every LayerNorm and MLP).
+    Frames where ``mask`` is 0 are zeroed before the convolution, so a padded item decodes
+    as it would alone.
     """
 
     def __init__(self, dim: int, intermediate_dim: int, layer_scale: bool) -> None:
@@ -203,11 +210,12 @@ class ConvNeXtBlock(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if mask is not None:
             x = x * mask
-        y = self.norm(self.dwconv(x).transpose(1, 2))  # [b n h]
-        y = self.pwconv2(nn.functional.gelu(self.pwconv1(y)))
+        conv = self.dwconv
+        y = channels_last_conv1d(x.transpose(1, 2), conv.weight, conv.bias, KERNEL // 2, conv.groups)  # [b h n] view
+        y = self.pwconv2(nn.functional.gelu(self.pwconv1(self.norm(y.transpose(1, 2)))))  # [b n h]
         if self.gamma is not None:
             y = y * self.gamma
-        return x + y.transpose(1, 2)
+        return x + y
 
 
 class VocosBackbone(nn.Module):
@@ -223,12 +231,16 @@ class VocosBackbone(nn.Module):
         self.final_layer_norm = nn.LayerNorm(cfg.dim, eps=LAYER_NORM_EPS)
 
     def forward(self, features: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``features [b d n]``, ``mask [b 1 n]`` (1 on valid frames) -> ``[b n h]``."""
         if mask is not None:
             features = features * mask
-        x = self.norm(self.embed(features).transpose(1, 2)).transpose(1, 2)  # [b h n]
+            mask = mask.transpose(1, 2)  # [b n 1]
+        embed = self.embed
+        x = channels_last_conv1d(features, embed.weight, embed.bias, KERNEL // 2, 1)  # [b h n], frames-major memory
+        x = self.norm(x.transpose(1, 2))  # [b n h]
         for block in self.convnext:
             x = block(x, mask)
-        return self.final_layer_norm(x.transpose(1, 2))
+        return self.final_layer_norm(x)
 
 
 class InverseSTFT(nn.Module):
