@@ -53,11 +53,13 @@ def test_grouped_conv_bfloat16_takes_the_plain_path():
     torch.testing.assert_close(conv(x), nn.functional.conv1d(x, conv.weight, conv.bias, padding=2, groups=4))
 
 
-def test_dropout_keeps_one_minus_p_and_scales_the_kept_values():
+@pytest.mark.parametrize(("p", "shape"), [(0.1, (400, 500)), (0.5, (3, 7, 1001)), (2.0**-11, (1000, 2001))])
+def test_dropout_keeps_one_minus_p_and_scales_the_kept_values(p, shape):
+    # p = 0.1 and 0.5 take the 16-bit mask (any element count, here also one not divisible by
+    # 4), 2^-11 the float32 one; the share kept is binomial: within 5 sigma of 1 - p.
     torch.manual_seed(0)
-    p = 0.1
     drop = Dropout(p).train()
-    x = torch.rand(400, 500) + 0.5  # no zeros of its own
+    x = torch.rand(shape) + 0.5  # no zeros of its own
     x.requires_grad_(True)
     y = drop(x)
     kept = y != 0
