@@ -115,7 +115,7 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
         workers = s.build_workers()
         # (prefetch, build workers, Trainer.gc_every): the trainer's collection policy
         # (flowkit.train.collection) and, beside it, Python's automatic collection
-        runs = [(False, 1, s.gc_every), (True, 1, None), (True, 1, s.gc_every)]
+        runs = [(False, 1, s.gc_every), (True, 1, None)] + ([(True, 1, s.gc_every)] if s.gc_every else [])
         runs += [(True, workers, s.gc_every)] if workers > 1 else []
         for enabled, n, gc_every in runs:
             prefetcher = StepPrefetcher(plan, lambda: None, enabled=enabled, depth=s.prefetch_steps,

@@ -9,10 +9,11 @@ Measured on the peer benchmark's step (``tools/bench_peer.py``, one thread, dim 
   double-precision uniform per element (13.3 ms for 1.6M elements on an idle Intel Xeon, 2
   threads). torch's CPU generator (Mersenne Twister) draws serially, one draw per element
   whatever the dtype (``torch.rand`` float32: 8.7 ms), so this one draws a quarter as many
-  full-range 64-bit integers (2.4 ms) and reads each as four 16-bit uniforms: an element is
+  64-bit integers over 2^64 - 1 values (2.4 ms; a bias of 2^-64) and reads each as four
+  16-bit uniforms: an element is
   kept where its 16 bits fall below ``(1 - p) * 2^16``. The kept values are scaled by
   ``1 / (1 - p)`` as in ``nn.Dropout``; the keep probability is ``1 - p`` to 2^-17 (for
-  ``p`` under `DROPOUT_MIN_P_16BIT` float32 uniforms, to 2^-24). The whole dropout: 4.3
+  ``p`` within `DROPOUT_MIN_P_16BIT` of 0 or 1, float32 uniforms, to 2^-24). The whole dropout: 4.3
   against 7.6 ms with float32 uniforms.
 - `GroupedConv1d`: a grouped ``nn.Conv1d`` (the position embedding's 16 groups, kernel 31)
   runs through oneDNN on the CPU, whose backward pass is about twice as slow for these
@@ -167,8 +168,8 @@ def _float32_cpu(x: torch.Tensor, weight: torch.Tensor) -> bool:
     )
 
 
-#: below this dropout probability `Dropout` draws float32 uniforms: 16-bit uniforms resolve
-#: ``p`` to 2^-17, a relative error over 0.8 % under it.
+#: below this dropout probability, or above 1 minus it, `Dropout` draws float32 uniforms:
+#: 16-bit uniforms resolve ``p`` and ``1 - p`` to 2^-17, a relative error over 0.8 % there.
 DROPOUT_MIN_P_16BIT = 2.0**-10
 
 
@@ -181,7 +182,9 @@ class Dropout(nn.Dropout):
         if not self.training or self.p == 0.0 or self.inplace or x.device.type != "cpu" or not _faster_paths:
             return super().forward(x)
         keep = 1.0 - self.p
-        if self.p < DROPOUT_MIN_P_16BIT:  # 16 bits would round p too coarsely
+        if keep == 0.0:
+            return x * 0.0  # nn.Dropout(1.0): every element dropped
+        if not DROPOUT_MIN_P_16BIT <= self.p <= 1.0 - DROPOUT_MIN_P_16BIT:  # 16 bits would round p or 1 - p too coarsely
             noise = torch.rand(x.shape, dtype=torch.float32, device=x.device)
             noise.lt_(keep).div_(keep)  # 1 / (1 - p) where kept, 0 where dropped
             return x * noise.to(x.dtype)

@@ -53,7 +53,8 @@ def test_grouped_conv_bfloat16_takes_the_plain_path():
     torch.testing.assert_close(conv(x), nn.functional.conv1d(x, conv.weight, conv.bias, padding=2, groups=4))
 
 
-@pytest.mark.parametrize(("p", "shape"), [(0.1, (400, 500)), (0.5, (3, 7, 1001)), (2.0**-11, (1000, 2001))])
+@pytest.mark.parametrize(("p", "shape"), [(0.1, (400, 500)), (0.5, (3, 7, 1001)), (2.0**-11, (1000, 2001)),
+                                          (1.0 - 2.0**-11, (1000, 2001))])
 def test_dropout_keeps_one_minus_p_and_scales_the_kept_values(p, shape):
     # p = 0.1 and 0.5 take the 16-bit mask (any element count, here also one not divisible by
     # 4), 2^-11 the float32 one; the share kept is binomial: within 5 sigma of 1 - p.
@@ -83,6 +84,7 @@ def test_dropout_draws_from_the_default_generator_and_is_identity_in_eval():
     assert torch.equal(a, b) and not torch.equal(a, c)
     assert torch.equal(drop.eval()(x), x)
     assert torch.equal(Dropout(0.0).train()(x), x)
+    assert torch.equal(Dropout(1.0).train()(x), torch.zeros_like(x))  # as nn.Dropout(1.0)
 
 
 def _linear_step(module: nn.Module, base: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -77,3 +77,26 @@ def test_what_existed_on_entry_is_frozen_inside_and_unfrozen_after() -> None:
     with GarbageCollection(7):
         assert gc.get_freeze_count() > 0  # the set-up's objects: out of every collection's reach
     assert gc.get_freeze_count() == 0
+
+
+def test_a_callers_own_freeze_is_left_alone_and_reentry_is_refused() -> None:
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        policy = GarbageCollection(4)
+        with policy:
+            with pytest.raises(RuntimeError, match="already in force"):
+                policy.__enter__()
+        assert gc.get_freeze_count() >= frozen and gc.isenabled()
+    finally:
+        gc.unfreeze()
+
+
+def test_a_full_collection_freezes_what_survived() -> None:
+    with GarbageCollection(1) as policy:
+        survivors = [[i] for i in range(1000)]  # allocated inside the loop, long-lived
+        before = gc.get_freeze_count()
+        for step in range(1, FULL_EVERY + 1):
+            policy.maybe_collect(step)
+        assert gc.get_freeze_count() >= before + len(survivors)
+    assert gc.get_freeze_count() == 0
