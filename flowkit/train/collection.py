@@ -20,7 +20,8 @@ On entry it also moves what the run set up (modules, vocabulary, segment tables)
 the collector's reach (``gc.freeze``), and freezes again what survives each full
 collection (the builder's segment cache fills during the loop): a full collection then
 scans only what the loop allocated since the last one (on that Xeon: 4.7 ms for 50,000
-new objects). The generations named are CPython's up to 3.13; 3.14's incremental
+new objects). Frozen objects are still freed by reference counting; only reference cycles
+among them wait for the end of the loop, which unfreezes them. The generations named are CPython's up to 3.13; 3.14's incremental
 collector reads ``gc.collect(1)`` as the young generation and an increment of the old.
 """
 
@@ -33,7 +34,7 @@ from types import TracebackType
 __all__ = ["FULL_EVERY", "GarbageCollection"]
 
 #: every FULL_EVERY-th scheduled collection also collects the oldest generation, so cyclic
-#: garbage that survived into it is freed too (a run's memory does not creep).
+#: garbage that survived the young collections is freed too (a run's memory does not creep).
 FULL_EVERY = 10
 
 
@@ -42,9 +43,9 @@ class GarbageCollection:
     at every ``every``-th step.
 
     ``every`` None leaves Python's automatic collection as it is (and `maybe_collect` does
-    nothing). On exit the collector is set back to what it was on entry. ``seconds`` and
-    ``collections`` count what the scheduled collections cost (for the step logs and
-    tools/bench_trainer.py).
+    nothing). On exit the collector is set back to what it was on entry (and what it froze
+    unfrozen). ``seconds`` and ``collections`` count what the scheduled collections cost
+    (tools/bench_trainer.py prints them).
 
     Raises:
         ValueError: ``every < 1``.
