@@ -25,7 +25,11 @@ the FLOP/s it achieves, and the machine's GEMM rate measured in the same run at 
 own linear-layer shapes (forward ``X W^T`` and the two backward products, through MKL's
 ``torch.mm`` and through the kernel flowkit's layers use, the faster counted): the step's
 share of that rate (target >= 80 %) and where the rest of the step goes (the GEMMs at that
-rate against attention, convolutions, element-wise work and the optimizer).
+rate against attention, convolutions, element-wise work and the optimizer). Then the share's
+ceiling: attention's own rate, measured in the same run (the fused SDPA kernel, forward and
+backward, at the step's ``[b h n hd]``), the time the counted work alone would take (block
+GEMMs and the other counted products at the GEMM rate, attention at its rate), the share
+that allows, and what 80 % would leave for the work that carries no counted FLOPs.
 
 Before the first step each flowkit side chooses its CPU kernels as ``flowkit train`` does
 (`flowkit.model.cpu_kernels.choose_cpu_kernels`, measured at the model's shapes unless
@@ -199,13 +203,16 @@ class _Labelled:
 
 
 def _best_seconds(fn, reps: int) -> float:
+    """The fastest of ``reps`` timed calls of ``fn`` after one warm-up: the rate the
+    machine attains at that shape (a median would fold other processes' load into the
+    rate and flatter the step's share)."""
     fn()  # warm-up (kernel selection, allocation)
     times = []
     for _ in range(reps):
         started = time.perf_counter()
         fn()
         times.append(time.perf_counter() - started)
-    return statistics.median(times)
+    return min(times)
 
 
 def _three_products(mm, x: torch.Tensor, w: torch.Tensor, dy: torch.Tensor, reps: int) -> float:
@@ -243,14 +250,39 @@ def gemm_rate(tokens: int, reps: int = 5) -> tuple[float, float, str]:
     return flops, kernels[best], best
 
 
+def attention_rate(batch: int, frames: int, reps: int = 5) -> tuple[float, float]:
+    """``(attention FLOPs, seconds)`` of one step's self-attention at this machine's fused
+    kernel: ``F.scaled_dot_product_attention`` forward and backward on ``[b h n hd]`` views
+    of frames-major ``[b n h hd]`` tensors, as `flowkit.model.attention.Attention` calls it,
+    once per block. FLOPs as `flowkit.model.flops` counts them: ``4 n² c`` per item and
+    forward (``QKᵀ`` and ``AV``), three forwards per step."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(batch, frames, HEADS, DIM // HEADS, generator=g).transpose(1, 2).requires_grad_(True)
+               for _ in range(3))
+    grad = torch.randn(batch, HEADS, frames, DIM // HEADS, generator=g)
+
+    def once() -> None:
+        out = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        q.grad = k.grad = v.grad = None
+        out.backward(grad)
+
+    flops = DEPTH * 3 * 4.0 * DIM * batch * frames * frames
+    return flops, DEPTH * _best_seconds(once, reps)
+
+
 def roofline(model: torch.nn.Module, data: dict, text_path: str, median_s: float) -> None:
-    """Print the step's model FLOPs, achieved FLOP/s and share of the machine's GEMM rate."""
+    """Print the step's model FLOPs, achieved FLOP/s and share of the machine's GEMM rate,
+    then the share's ceiling: the counted work alone (the block GEMMs and every other
+    counted product at the GEMM rate, attention at its fused kernel's measured rate, both
+    measured in this run) against the step, and what a share of 80 % leaves for the
+    uncounted work (element-wise, copies, the optimizer, autograd)."""
     from flowkit.model.flops import train_step_flops
 
     b, n, _ = data["mel"].shape
     chars = [len(c) for c in data["chars"]] if text_path == "aligned" else None
     step_flops = train_step_flops(model, [n] * b, chars)
     gemm_flops, gemm_s, kernel = gemm_rate(b * n)
+    attn_flops, attn_s = attention_rate(b, n)
     rate = gemm_flops / gemm_s
     achieved = step_flops / median_s
     print(f"roofline ({text_path}): step {step_flops / 1e9:.1f} GFLOP (block GEMMs {gemm_flops / step_flops:.0%} of it), "
@@ -258,6 +290,16 @@ def roofline(model: torch.nn.Module, data: dict, text_path: str, median_s: float
           f"({kernel}); share {achieved / rate:.0%} (target >= 80 %)")
     print(f"  time: block GEMMs at that rate {gemm_s * 1e3:.0f} ms of the {median_s * 1e3:.0f} ms step; the other "
           f"{(median_s - gemm_s) * 1e3:.0f} ms: attention, convolutions, element-wise work, the loss, the optimizer")
+    other_flops = step_flops - gemm_flops - attn_flops
+    counted_s = gemm_s + attn_s + other_flops / rate
+    at_target_s = step_flops / (0.8 * rate)
+    print(f"  ceiling: attention (SDPA forward + backward at [{b} {HEADS} {n} {DIM // HEADS}], {DEPTH} blocks) runs at "
+          f"{attn_flops / attn_s / 1e9:.0f} GFLOP/s, {attn_flops / 1e9:.1f} GFLOP in {attn_s * 1e3:.0f} ms; with the "
+          f"block GEMMs and the other {other_flops / 1e9:.1f} GFLOP at the GEMM rate, the counted work alone takes "
+          f"{counted_s * 1e3:.0f} ms: share at most {step_flops / counted_s / rate:.0%}")
+    print(f"  at 80 % the step takes {at_target_s * 1e3:.0f} ms, leaving {(at_target_s - counted_s) * 1e3:.0f} ms for "
+          f"the uncounted work (element-wise, copies, the optimizer, autograd), which takes "
+          f"~{(median_s - counted_s) * 1e3:.0f} ms now")
 
 
 def n_params(model: torch.nn.Module) -> float:

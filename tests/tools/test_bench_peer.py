@@ -65,3 +65,32 @@ def test_conv_kernels_times_every_grouped_conv_kernel_and_puts_the_choice_back(c
     assert seen == kernels + kernels + kernels[::-1]  # one warm-up each, then alternated
     line = capsys.readouterr().out
     assert all(f"{k} " in line for k in kernels) and "torch" in line and "(1.000)" in line
+
+
+@pytest.mark.parametrize("text_path", ["unaligned", "aligned"])
+def test_roofline_prints_the_ceiling_of_the_counted_work(text_path: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """The ceiling splits the step's counted FLOPs into block GEMMs, attention and the rest:
+    attention's count must be the quadratic term `flowkit.model.flops` counts, so the rest
+    is what the input stage, text encoder and conditioning add (positive, a minority)."""
+    import re
+
+    from flowkit.model.flops import train_step_flops
+
+    tool = _tool()
+    data = tool.make_data(2, 48, seed=0)
+    side = tool.FlowkitSide(text_path, data)
+    chars = [len(c) for c in data["chars"]] if text_path == "aligned" else None
+    step_flops = train_step_flops(side.model, [48, 48], chars)
+    gemm_flops, gemm_s, _ = tool.gemm_rate(96, reps=1)
+    attn_flops, attn_s = tool.attention_rate(2, 48, reps=1)
+    assert gemm_s > 0 and attn_s > 0
+    other = step_flops - gemm_flops - attn_flops
+    assert 0 < other < 0.5 * step_flops
+    tool.roofline(side.model, data, text_path, median_s=10.0)  # a slow step: the ceiling is far above it
+    out = capsys.readouterr().out
+    printed_other = float(re.search(r"the other ([\d.]+) GFLOP at the GEMM rate", out).group(1))
+    assert printed_other == pytest.approx(other / 1e9, abs=0.051)
+    share = int(re.search(r"share (\d+)% \(target", out).group(1))
+    ceiling = int(re.search(r"share at most (\d+)%", out).group(1))
+    assert share < ceiling  # a 10 s step is far slower than its counted work at the measured rates
+    assert "leaving" in out and "which takes" in out
