@@ -298,8 +298,8 @@ def roofline(model: torch.nn.Module, data: dict, text_path: str, median_s: float
           f"block GEMMs and the other {other_flops / 1e9:.1f} GFLOP at the GEMM rate, the counted work alone takes "
           f"{counted_s * 1e3:.0f} ms: share at most {step_flops / counted_s / rate:.0%}")
     print(f"  at 80 % the step takes {at_target_s * 1e3:.0f} ms, leaving {(at_target_s - counted_s) * 1e3:.0f} ms for "
-          f"the uncounted work (element-wise, copies, the optimizer, autograd), which takes "
-          f"~{(median_s - counted_s) * 1e3:.0f} ms now")
+          f"the uncounted work (element-wise, copies, the optimizer, autograd) and the convolutions' shortfall "
+          f"from the GEMM rate, which take ~{(median_s - counted_s) * 1e3:.0f} ms now")
 
 
 def n_params(model: torch.nn.Module) -> float:
