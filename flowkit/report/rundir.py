@@ -26,6 +26,7 @@ from typing import Any
 import attrs
 
 from flowkit.errors import DataError
+from flowkit.processes import pid_alive
 
 __all__ = [
     "HEARTBEAT_STALE_S",
@@ -165,13 +166,7 @@ class RunDir:
             return None
         if host is not None and host != socket.gethostname():
             return None
-        try:
-            os.kill(pid, 0)  # signal 0: only checks that the process exists
-        except ProcessLookupError:
-            return False
-        except PermissionError:  # it exists, under another user
-            return True
-        return True
+        return pid_alive(pid)
 
     @property
     def state(self) -> str:

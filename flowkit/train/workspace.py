@@ -34,18 +34,9 @@ import attrs
 
 from flowkit.errors import TrainingError
 from flowkit.io import atomic_write_json, atomic_write_text
+from flowkit.processes import pid_alive
 
 __all__ = ["RunLock", "Workspace", "git_commit"]
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by someone else
-        return True
-    return True
 
 
 @attrs.define
@@ -73,7 +64,7 @@ class RunLock:
                 except (OSError, ValueError):
                     holder = {}
                 pid, host = holder.get("pid"), holder.get("host")
-                if host == me["host"] and isinstance(pid, int) and not _pid_alive(pid):
+                if host == me["host"] and isinstance(pid, int) and not pid_alive(pid):
                     took_over = holder
                     path.unlink(missing_ok=True)
                     continue

@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "flowkit"
 
 LAYERS: list[list[str]] = [
     ["flowkit.errors"],
-    ["flowkit.io", "flowkit.console", "flowkit.protocols"],  # io raises WriteError
+    ["flowkit.io", "flowkit.console", "flowkit.protocols", "flowkit.processes"],  # io raises WriteError
     ["flowkit.registry", "flowkit.hub"],  # hub: hf:// references to local cached paths
     ["flowkit"],  # the public API: flowkit.register, flowkit.FlowkitError
     ["flowkit.config"],

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from reliability_helpers import DEBUG_GIN, TINY, assert_one_clear_line, cli, env, train_argv
 
 from flowkit.errors import TrainingError
@@ -64,3 +66,43 @@ def test_resume_on_a_busy_run_is_refused_until_the_holder_dies(store: Path, tmp_
     assert resumed.returncode == 0, resumed.stderr
     info = json.loads((out / "resume_info-00000001.json").read_text())
     assert info["lock_taken_over"]["pid"] == holder.pid
+
+
+def _zombie() -> subprocess.Popen:
+    """A child that has exited and is not reaped yet (its parent, this test, has not waited)."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    stat = Path(f"/proc/{child.pid}/stat")
+    deadline = time.monotonic() + 30
+    while stat.read_text().rsplit(")", 1)[1].split()[0] != "Z":
+        assert time.monotonic() < deadline, "the child did not exit"
+        time.sleep(0.01)
+    return child
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="zombies are read from Linux's /proc")
+def test_a_zombie_holds_no_lock(tmp_path: Path) -> None:
+    """A trainer killed with its parent (``kill -9`` of a sweep's process group) stays a
+    zombie until someone reaps it; signal 0 still reaches it, but it trains nothing: its
+    run is not in progress and a new trainer takes its lock over."""
+    import os
+
+    from flowkit.processes import pid_alive
+    from flowkit.report.rundir import read_run
+    from flowkit.train.workspace import RunLock
+
+    child = _zombie()
+    try:
+        os.kill(child.pid, 0)  # the pid still answers: what the old check took for a live trainer
+        assert not pid_alive(child.pid)
+        assert pid_alive(os.getpid())
+        lock = tmp_path / "run.lock"
+        lock.write_text(json.dumps({"pid": child.pid, "host": socket.gethostname(), "since": 0}))
+        (tmp_path / "config.gin").write_text("Trainer.steps = 10\n")
+        run_dir = read_run(tmp_path)
+        assert run_dir.lock_holder_alive() is False and run_dir.state != "in progress"
+        taken = RunLock.acquire(lock)
+        assert taken.took_over is not None and taken.took_over["pid"] == child.pid
+        taken.release()
+    finally:
+        child.wait()
+    assert not pid_alive(child.pid)  # reaped: gone
