@@ -5,6 +5,7 @@ by a process killed with SIGKILL is detected and taken over, and the takeover is
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import subprocess
@@ -13,7 +14,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from reliability_helpers import DEBUG_GIN, TINY, assert_one_clear_line, cli, env, train_argv
 
 from flowkit.errors import TrainingError
@@ -84,8 +84,6 @@ def test_a_zombie_holds_no_lock(tmp_path: Path) -> None:
     """A trainer killed with its parent (``kill -9`` of a sweep's process group) stays a
     zombie until someone reaps it; signal 0 still reaches it, but it trains nothing: its
     run is not in progress and a new trainer takes its lock over."""
-    import os
-
     from flowkit.processes import pid_alive
     from flowkit.report.rundir import read_run
     from flowkit.train.workspace import RunLock
