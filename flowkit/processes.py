@@ -27,7 +27,10 @@ def _exited(pid: int) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (a zombie does not; another user's does)."""
+    """Whether process ``pid`` of this host runs (a zombie does not; another user's does).
+    A pid below 1 (a damaged lock: ``kill`` would address a process group) names none."""
+    if pid < 1:
+        return False
     try:
         os.kill(pid, 0)  # signal 0: only checks that the process exists
     except ProcessLookupError:

@@ -92,7 +92,7 @@ def test_a_zombie_holds_no_lock(tmp_path: Path) -> None:
     try:
         os.kill(child.pid, 0)  # the pid still answers: what the old check took for a live trainer
         assert not pid_alive(child.pid)
-        assert pid_alive(os.getpid())
+        assert pid_alive(os.getpid()) and not pid_alive(0) and not pid_alive(-1)  # 0 and -1 would reach groups
         lock = tmp_path / "run.lock"
         lock.write_text(json.dumps({"pid": child.pid, "host": socket.gethostname(), "since": 0}))
         (tmp_path / "config.gin").write_text("Trainer.steps = 10\n")
