@@ -289,7 +289,8 @@ def roofline(model: torch.nn.Module, data: dict, text_path: str, median_s: float
           f"achieved {achieved / 1e9:.0f} GFLOP/s; machine GEMM rate at the step's shapes {rate / 1e9:.0f} GFLOP/s "
           f"({kernel}); share {achieved / rate:.0%} (target >= 80 %)")
     print(f"  time: block GEMMs at that rate {gemm_s * 1e3:.0f} ms of the {median_s * 1e3:.0f} ms step; the other "
-          f"{(median_s - gemm_s) * 1e3:.0f} ms: attention, convolutions, element-wise work, the loss, the optimizer")
+          f"{(median_s - gemm_s) * 1e3:.0f} ms: attention, convolutions, the input and text layers' products, element-wise "
+          f"work, copies, the loss, the optimizer, autograd")
     other_flops = step_flops - gemm_flops - attn_flops
     counted_s = gemm_s + attn_s + other_flops / rate
     at_target_s = step_flops / (0.8 * rate)
@@ -298,8 +299,9 @@ def roofline(model: torch.nn.Module, data: dict, text_path: str, median_s: float
           f"block GEMMs and the other {other_flops / 1e9:.1f} GFLOP at the GEMM rate, the counted work alone takes "
           f"{counted_s * 1e3:.0f} ms: share at most {step_flops / counted_s / rate:.0%}")
     print(f"  at 80 % the step takes {at_target_s * 1e3:.0f} ms, leaving {(at_target_s - counted_s) * 1e3:.0f} ms for "
-          f"the uncounted work (element-wise, copies, the optimizer, autograd) and the convolutions' shortfall "
-          f"from the GEMM rate, which take ~{(median_s - counted_s) * 1e3:.0f} ms now")
+          f"the uncounted work (element-wise, copies, the optimizer, autograd); now the step less the counted work "
+          f"at those rates is ~{(median_s - counted_s) * 1e3:.0f} ms (that work, and any product slower in the step "
+          f"than measured apart: the convolutions above all)")
 
 
 def n_params(model: torch.nn.Module) -> float:
@@ -410,6 +412,11 @@ def main() -> None:
     parser.add_argument("--conv-layers", type=int, default=CONV_LAYERS,
                         help=f"ConvNeXt text layers (default {CONV_LAYERS}; the other side-by-side: 4, F5-TTS's own)")
     args = parser.parse_args()
+    for name in ("pairs", "batch", "frames", "threads", "text_dim", "conv_layers"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, got {getattr(args, name)}")
+    if args.frames < 4:
+        parser.error(f"--frames must be at least 4 (a quarter of them is the shortest text), got {args.frames}")
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(REPO))
     dit_cls, cfm_cls = load_f5(args.f5_src)
@@ -443,4 +450,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from flowkit.config import one_line
+    from flowkit.errors import FlowkitError
+
+    try:
+        main()
+    except FlowkitError as error:  # a bad store, config or checkpoint path: one line, as flowkit's commands say it
+        print(f"{Path(__file__).name}: {one_line(error)}", file=sys.stderr)
+        sys.exit(error.exit_code)

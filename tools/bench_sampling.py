@@ -213,6 +213,10 @@ def main() -> None:
                         help="also time flowkit's sampler with the training kernels in force (no sampling choice)")
     parser.add_argument("--profile", action="store_true", help="also profile 2 calls of each side, side by side")
     args = parser.parse_args()
+    for name, value in (("batch", min(args.batch)), ("pairs", args.pairs), ("frames", args.frames),
+                        ("threads", args.threads)):
+        if value < 1:
+            parser.error(f"--{name} must be at least 1, got {value}")
     torch.set_num_threads(args.threads)
     sys.path.insert(0, str(REPO))
     for batch in args.batch:
@@ -242,4 +246,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from flowkit.config import one_line
+    from flowkit.errors import FlowkitError
+
+    try:
+        main()
+    except FlowkitError as error:  # a bad store, config or checkpoint path: one line, as flowkit's commands say it
+        print(f"{Path(__file__).name}: {one_line(error)}", file=sys.stderr)
+        sys.exit(error.exit_code)

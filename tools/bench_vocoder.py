@@ -92,6 +92,11 @@ def main() -> None:
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
+    for name, value in (("batch", min(args.batch)), ("threads", min(args.threads)), ("repeats", args.repeats)):
+        if value < 1:
+            parser.error(f"--{name} must be at least 1, got {value}")
+    if args.seconds < 0.1:
+        parser.error(f"--seconds must be at least 0.1 (a few frames of audio), got {args.seconds:g}")
 
     torch.manual_seed(0)
     net = load_vocos(args.path).net if args.path else VocosNet(VocosConfig()).eval()
@@ -132,4 +137,11 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from flowkit.config import one_line
+    from flowkit.errors import FlowkitError
+
+    try:
+        main()
+    except FlowkitError as error:  # a bad store, config or checkpoint path: one line, as flowkit's commands say it
+        print(f"{Path(__file__).name}: {one_line(error)}", file=sys.stderr)
+        sys.exit(error.exit_code)

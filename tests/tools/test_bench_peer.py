@@ -93,4 +93,4 @@ def test_roofline_prints_the_ceiling_of_the_counted_work(text_path: str, capsys:
     share = int(re.search(r"share (\d+)% \(target", out).group(1))
     ceiling = int(re.search(r"share at most (\d+)%", out).group(1))
     assert share < ceiling  # a 10 s step is far slower than its counted work at the measured rates
-    assert "leaving" in out and "which take" in out
+    assert "leaving" in out and "now the step less the counted work" in out
