@@ -90,11 +90,11 @@ class Judges:
         return None if found is None else {k: float(v) for k, v in found.items()}
 
 
-def _maybe_build(kind: str, name: str, what: str, notes: list[str]) -> Any:
+def _maybe_build(kind: str, name: str, what: str, notes: list[str], **params: Any) -> Any:
     from flowkit import registry
 
     try:
-        return registry.build(kind, name)
+        return registry.build(kind, name, **params)
     except (FlowkitError, ImportError) as exc:
         notes.append(f"{what} ({kind}.{name}) is not installed ({str(exc).strip()}): its column is empty; {EXTRA_HINT}")
         return None
@@ -138,6 +138,7 @@ def build_judges(asr: str | None = None, *, language: str = "en", speaker: bool 
     return Judges(
         asr=recogniser,
         speaker=_maybe_build("speaker", "resemblyzer", "speaker similarity (SIM)", notes) if speaker else None,
-        quality=_maybe_build("quality", "dnsmos", "DNSMOS quality", notes) if quality else None,
+        # DNSMOS on the cores (at most 4), as Whisper runs: the eval scores one clip at a time
+        quality=_maybe_build("quality", "dnsmos", "DNSMOS quality", notes, threads=0) if quality else None,
         notes=notes,
     )

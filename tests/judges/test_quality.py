@@ -81,3 +81,23 @@ def test_any_rate_and_level(judge, clips) -> None:
     assert 1.0 <= judge.score(3.0 * audio, sr)["ovrl"] <= 5.0  # over full scale: scaled, never clipped
     with pytest.raises(ConfigError, match="non-empty"):
         judge.score(np.zeros(0, np.float32), sr)
+
+
+def test_threads_zero_takes_the_cores_at_most_four_and_scores_as_one_thread(judge, clips) -> None:
+    """``flowkit eval`` runs DNSMOS with ``threads = 0``; the scores are one thread's to float32
+    rounding (1e-5 MOS: the windows' convolutions sum in another order, 8e-8 measured)."""
+    import os
+
+    from flowkit.evaluation.judges import build_judges
+    from flowkit.judges.quality import DNSMOS
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    many = DNSMOS(threads=0)
+    assert many.resolved_threads() == max(1, min(4, cores))
+    assert judge.resolved_threads() == 1  # the default: the probe's
+    audio, sr = clips[0]
+    one, more = judge.score(audio, sr), many.score(audio, sr)
+    assert all(abs(one[k] - more[k]) < 1e-5 for k in one), (one, more)
+    with pytest.raises(ConfigError, match="threads = -1"):
+        DNSMOS(threads=-1).resolved_threads()
+    assert build_judges(asr="pocketsphinx", speaker=False).quality.threads == 0
