@@ -1,4 +1,5 @@
-"""Whether the process named in a lock file still lives.
+"""Processes of this host: whether the one named in a lock file still lives, and how many
+cores this one may use.
 
 A run's ``run.lock`` names the pid of the process training there; `pid_alive` is the one
 answer both the trainer (taking over a dead process's lock) and ``flowkit report`` /
@@ -6,6 +7,9 @@ sweeps (is this run in progress?) use. A process that has exited but was not yet
 its parent (a zombie: a ``kill -9`` of a process group whose parent died with it, inside a
 container whose init does not reap) still answers signal 0, yet it holds nothing: on
 Linux its ``/proc/<pid>/stat`` state ``Z`` (or ``X``) counts it as dead.
+
+`usable_cores` is the one count of cores behind every default that sizes itself to the
+machine (build workers, sweep threads, Whisper's and DNSMOS's threads in an eval).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["pid_alive"]
+__all__ = ["pid_alive", "usable_cores"]
 
 
 def _exited(pid: int) -> bool:
@@ -23,7 +27,8 @@ def _exited(pid: int) -> bool:
     except OSError:
         return False
     # "pid (comm) S ...": the command name may hold spaces and parentheses, the state follows the last ")"
-    return stat[stat.rfind(")") + 2 : stat.rfind(")") + 3] in ("Z", "X")
+    state = stat[stat.rfind(")") + 2 :][:1]
+    return state in ("Z", "X")
 
 
 def pid_alive(pid: int) -> bool:
@@ -38,3 +43,11 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:  # it exists, under another user
         return True
     return not _exited(pid)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity on Linux, else the machine's; at least 1)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not on Linux
+        return os.cpu_count() or 1

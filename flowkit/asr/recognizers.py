@@ -329,9 +329,9 @@ class Whisper:
             from faster_whisper import WhisperModel as FasterWhisper
         except ImportError as exc:
             raise ConfigError(f"asr.whisper needs the faster-whisper package ({exc}); {EVAL_EXTRA}") from None
-        import os
+        from flowkit.processes import usable_cores
 
-        threads = self.cpu_threads or min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 4)
+        threads = self.cpu_threads or min(4, usable_cores())
         self._model = FasterWhisper(str(found.path), device=self.device, compute_type=self.compute_type,
                                     cpu_threads=threads, local_files_only=True)
         return self._model

@@ -33,7 +33,6 @@ from the state just after the consumed step and plans those steps again.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -43,6 +42,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 
 from flowkit.batching.host_memory import keep_freed_memory
+from flowkit.processes import usable_cores
 
 __all__ = ["MAX_DEFAULT_WORKERS", "Prefetched", "StepPrefetcher", "default_batch_workers"]
 
@@ -63,11 +63,7 @@ def default_batch_workers() -> int:
     "Batch building"): the data stall at a 10 ms step was 1.3 % (base.gin) and 3.0 % (e13)
     with one build worker, 12.0 % and 13.3 % with two, which fought the training thread and
     each other for the GIL and the cores."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # not on Linux
-        cores = os.cpu_count() or 1
-    return max(1, min(MAX_DEFAULT_WORKERS, cores - 1))
+    return max(1, min(MAX_DEFAULT_WORKERS, usable_cores() - 1))
 
 
 @attrs.frozen

@@ -92,13 +92,12 @@ class DNSMOS:
 
     def resolved_threads(self) -> int:
         """The onnxruntime threads ``threads`` stands for (0: this process's cores, at most 4)."""
-        import os
+        from flowkit.processes import usable_cores
 
         if int(self.threads) < 0:
             raise ConfigError(f"quality.dnsmos threads = {self.threads}; give 0 (the cores, at most 4) or more")
         if int(self.threads) == 0:
-            cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            return max(1, min(4, cores))
+            return min(4, usable_cores())
         return int(self.threads)
 
     def score(self, audio: np.ndarray, sample_rate: int) -> dict[str, float]:

@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from flowkit.errors import ConfigError
+from flowkit.processes import usable_cores
 
 __all__ = ["LocalLauncher", "PointJob", "PointRunner", "SubmititLauncher", "thread_budget", "train_command"]
 
@@ -59,17 +60,10 @@ def train_command(configs: Sequence[str], bindings: Sequence[str], data: Sequenc
     return [*cmd, "--out", str(out), "--device", device]
 
 
-def _cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 def thread_budget(parallel: int, environ: Mapping[str, str] | None = None) -> int:
     """Threads per point: ``cores // parallel`` (at least 1), or a smaller ``OMP_NUM_THREADS``."""
     environ = os.environ if environ is None else environ
-    budget = max(1, _cores() // max(1, parallel))
+    budget = max(1, usable_cores() // max(1, parallel))
     try:
         given = int(environ.get("OMP_NUM_THREADS", ""))
     except ValueError:
@@ -125,7 +119,7 @@ class LocalLauncher:
 
     def describe(self) -> str:
         at_once = "one point at a time" if self.parallel == 1 else f"{self.parallel} points at once"
-        return f"local launcher, {at_once}, {self.threads} thread(s) each ({_cores()} cores // {self.parallel})"
+        return f"local launcher, {at_once}, {self.threads} thread(s) each ({usable_cores()} cores // {self.parallel})"
 
     def run(self, jobs: Sequence[PointJob], on_start: OnStart, on_end: OnEnd) -> bool:
         """Run ``jobs``; ``on_end(job, returncode, wall_s)`` after each. Returns False when
