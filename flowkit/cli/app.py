@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from flowkit.cli import checkpoints as checkpoints_cmd
 from flowkit.cli import data as data_cmd
 from flowkit.cli import eval as eval_cmd
 from flowkit.cli import f5 as f5_cmd
@@ -184,6 +185,7 @@ app.command("synthesize")(guarded(report_cmd.synthesize))
 app.command("eval")(guarded(eval_cmd.evaluate))
 app.command("import-f5")(guarded(f5_cmd.import_f5))
 app.command("export-f5")(guarded(f5_cmd.export_f5))
+app.command("average")(guarded(checkpoints_cmd.average))
 
 
 def main() -> None:

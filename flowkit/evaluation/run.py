@@ -121,11 +121,15 @@ class EvalOutcome:
 
 def default_out(checkpoint_or_run: str | Path, testset: str | Path, step: int) -> Path | None:
     """``RUN/evals/<testset-name>-step<step>/`` for a run directory (or a checkpoint inside
-    one); None for a checkpoint outside a run (``--out`` is then required)."""
+    one), ``RUN/evals/<testset-name>-<last3>-step<step>/`` for an average in
+    ``RUN/averaged/<last3>/``; None for a checkpoint outside a run (``--out`` is then required)."""
     path = Path(checkpoint_or_run).resolve()
     for run in (path, path.parent.parent):
         if (run / "config.gin").is_file() and ((run / "checkpoints").is_dir() or (run / "best").is_dir()):
             return run / "evals" / f"{testset_name(testset)}-step{step}"
+    run = path.parents[2] if len(path.parents) > 2 else path
+    if path.parent.parent.name == "averaged" and (run / "config.gin").is_file():
+        return run / "evals" / f"{testset_name(testset)}-{path.parent.name}-step{step}"
     return None
 
 
