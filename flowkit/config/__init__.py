@@ -21,10 +21,15 @@
 gin is global state: parse once per process (tests clear it between cases) and hand
 worker processes the bindings explicitly (`ParsedConfig.sources` carries the exact text).
 
+A config is data: before gin runs any statement, an ``import`` of a module no installed
+plugin declares, and an ``include`` of anything but a ``.gin`` file, are refused
+(`flowkit.config.trust`); a plugin is the way to bring code.
+
 One module per concern: `files` (search path, includes), `parsing` (`parse`,
 `config_text`), `checks` (required values, macros, types), `messages` (gin's errors as
 one line), `sources` (`where_bound`), `names` (configurable names, "did you mean"),
-`diff` (`config_diff`). What the rest of flowkit uses is importable from here.
+`diff` (`config_diff`), `trust` (imports and includes checked before parsing). What the
+rest of flowkit uses is importable from here.
 """
 
 from __future__ import annotations

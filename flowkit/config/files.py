@@ -89,6 +89,8 @@ def expand_includes(path: Path, order: list[tuple[Path, str, str]], stack: tuple
     """Depth-first include expansion: includes before the file that includes them.
 
     Appends ``(path, text as read, text with its include lines blanked)`` to ``order``.
+    An include names a ``.gin`` file: any other file is refused unread (`ConfigError`), so
+    no error message ever shows a line of it.
     A file already in ``order`` is not read again: an overlay that includes base.gin,
     given after an experiment that included it too, does not reset the experiment's
     values (t5x-style layering: each file applies once, where it is first included).
@@ -109,6 +111,11 @@ def expand_includes(path: Path, order: list[tuple[Path, str, str]], stack: tuple
             included = resolve_config_file(m.group("path"), relative_to=path.parent)
         except ConfigError as exc:
             raise ConfigError(f"{path}:{lineno}: {exc}") from None
+        if included.suffix != ".gin":  # its text would be echoed in a syntax error: a config reads gin files only
+            raise ConfigError(
+                f"{path}:{lineno}: include {m.group('path')!r} names a file that is not a .gin file; "
+                "a config includes gin files only: include the .gin file that holds these bindings"
+            )
         expand_includes(included, order, (*stack, path))
         kept.append("")  # keep line numbers of the rest of the file
     order.append((path, text, "\n".join(kept) + "\n"))

@@ -18,6 +18,7 @@ from flowkit.config.files import expand_includes, resolve_config_file
 from flowkit.config.messages import explain
 from flowkit.config.names import display_name
 from flowkit.config.sources import remember_sources
+from flowkit.config.trust import check_statements
 from flowkit.errors import ConfigError, FlowkitError
 
 __all__ = ["ParsedConfig", "config_text", "parse", "parse_bindings"]
@@ -63,7 +64,9 @@ def parse(
 
     Raises:
         ConfigError: a missing file, a gin syntax error, an unknown component or
-            parameter, a value of the wrong type, or a locked config — one line each.
+            parameter, a value of the wrong type, a locked config, or an ``import`` of a
+            module no installed plugin declares (refused before any statement runs:
+            `flowkit.config.trust`) — one line each.
         RegistryError: a plugin could not be loaded.
     """
     registry.load_plugins()
@@ -91,6 +94,8 @@ def parse(
     sources = [(expanded, str(path)) for path, _, expanded in order]
     sources += [(b + "\n", f"-b/--binding #{i}") for i, b in enumerate(bindings, start=1)]
     remember_sources([(name, text) for text, name in sources])
+    for text, name in sources:  # every import and include checked before gin runs any statement
+        check_statements(text, name)
     for text, name in sources:
         try:
             _parse_text(text, name)

@@ -126,6 +126,9 @@ def _legacy_components(config_text: str) -> tuple[Any, Any]:
     # The run's Trainer settings, by its declared name: synthesis reads what training wrote
     # without importing training (the configurable is a plugin like any component).
     trainer = registry.configurable("Trainer")
+    from flowkit.config.trust import check_statements
+
+    check_statements(config_text, "the checkpoint's config")  # a config is data: no import of undeclared code
     try:
         gin.parse_config(config_text)
         settings = trainer()
