@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from flowkit.cli import checkpoints as checkpoints_cmd
+from flowkit.cli import curate as curate_cmd
 from flowkit.cli import data as data_cmd
 from flowkit.cli import eval as eval_cmd
 from flowkit.cli import f5 as f5_cmd
@@ -175,6 +176,7 @@ def config(
 
 
 app.command("prepare")(guarded(prepare_cmd.prepare))
+app.command("curate")(guarded(curate_cmd.curate))
 app.command("data")(guarded(data_cmd.data))
 app.command("train", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.train))
 app.command("resume", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.resume))

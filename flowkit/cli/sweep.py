@@ -13,7 +13,8 @@ import typer
 
 EXIT_CODES = (
     "Exit codes: 0 every point done (or submitted); 2 a bad --grid, binding or option (before any run starts), "
-    "or another sweep in --out; 5 some points failed (see SWEEP_DIR/logs; the same command retries them); "
+    "or another spec in --out; 3 another sweep process is running in --out (its pid named); 5 some points "
+    "failed (see SWEEP_DIR/logs; the same command retries them); 6 --out on a read-only or full disk; "
     "130 stopped by Ctrl-C/SIGTERM with the running points' checkpoints saved (the same command continues)."
 )
 

@@ -44,10 +44,10 @@ def _holder(fd: int) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _describe(holder: dict[str, Any]) -> str:
+def _describe(holder: dict[str, Any], command: str) -> str:
     pid, host, since = holder.get("pid"), holder.get("host"), holder.get("since")
     if not isinstance(pid, int):
-        return "another flowkit prepare (it has not written its pid yet)"
+        return f"another flowkit {command} (it has not written its pid yet)"
     where = f" on {host}" if host and host != socket.gethostname() else ""
     when = f", started {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(since))}" \
         if isinstance(since, (int, float)) and since > 0 else ""
@@ -62,13 +62,16 @@ class StoreLock:
     fd: int | None  # None: the filesystem has no flock, nothing is held
 
     @classmethod
-    def acquire(cls, store: Path, what: str, retry: str) -> StoreLock:
+    def acquire(cls, store: Path, what: str, retry: str, *, command: str = "prepare") -> StoreLock:
         """Lock ``<store>.lock`` for this process, or refuse.
 
         Args:
             store: the store (or shard store) about to be written; its folder must exist.
+                Other commands with one writer per folder lock the same way (``flowkit
+                sweep``: ``SWEEP_DIR/sweep.lock``; ``flowkit eval``: ``OUT/eval.lock``).
             what: the store as the message names it, e.g. ``"shard 0/2 of data/shards"``.
             retry: the way out the message offers, e.g. ``"or give another --out"``.
+            command: the flowkit command that writes it, as the message names it.
 
         Raises:
             DataError: another live process holds the lock (the message names its pid), or
@@ -84,14 +87,14 @@ class StoreLock:
             try:
                 fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
-                raise DataError(f"{path}: cannot create the lock file of prepare ({exc.strerror}); "
+                raise DataError(f"{path}: cannot create the lock file of {command} ({exc.strerror}); "
                                 "--out must be in a folder you can write") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = _holder(fd)
                 os.close(fd)
-                raise DataError(f"{what} is being written by {_describe(holder)} ({path.name}); wait for it to "
+                raise DataError(f"{what} is being written by {_describe(holder, command)} ({path.name}); wait for it to "
                                 f"finish, {retry}") from None
             except OSError:  # no flock on this filesystem: run unlocked, as before
                 os.close(fd)
@@ -108,7 +111,7 @@ class StoreLock:
             os.write(fd, json.dumps(me).encode("utf-8"))
             os.fsync(fd)
             return cls(path, fd)
-        raise DataError(f"{path}: could not take the lock of prepare (other writers keep replacing it); "
+        raise DataError(f"{path}: could not take the lock of {command} (other writers keep replacing it); "
                         f"{retry.removeprefix('or ')}")
 
     def release(self) -> None:

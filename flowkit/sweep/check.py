@@ -7,6 +7,11 @@ wrong type, a reference to an unregistered component, a value a component reject
 refused here, for the first point that has it, in one line that names the ``--grid`` or
 ``-b`` option it came from. gin is global state: the config is cleared after each point,
 and the sweep's runs are separate processes that parse their own.
+
+A swept key that no point's build reads (a parameter of a component the experiment does
+not use, a macro nothing references) is refused too: every point would train the same
+model, and the sweep would name a "best" among identical runs. What a build read is gin's
+operative config (every configurable called, with its scope, macros included).
 """
 
 from __future__ import annotations
@@ -19,6 +24,9 @@ from flowkit.errors import ConfigError, FlowkitError
 from flowkit.sweep.grid import Point
 
 __all__ = ["check_points"]
+
+#: Components a run builds itself beside the ones Trainer's bindings name (flowkit.train.run).
+_BUILT_BY_THE_RUN = frozenset({"logger.jsonl"})
 
 _BINDING_NO = re.compile(r"-b/--binding #(\d+)(?::\d+)?")
 
@@ -72,6 +80,7 @@ def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Seq
     from flowkit.train.run import option_bindings  # --data as train binds it
 
     stores = option_bindings([Path(d) for d in data], None)
+    read: set[str] = set()  # swept keys some point's build read
     try:
         for point in points:
             bindings = [*base, *point.lines, *stores]
@@ -80,6 +89,7 @@ def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Seq
                 from flowkit.train.settings import Trainer
 
                 Trainer()  # builds every component, as `flowkit config` does
+                read.update(key for key, _ in point.bindings if _was_read(key))
             except ConfigError as exc:
                 where, rest = _origin(one_line(exc), base, point)
                 if not where:
@@ -96,3 +106,32 @@ def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Seq
                 gin.clear_config()
     finally:
         gin.clear_config()
+    for key in dict.fromkeys(key for point in points for key, _ in point.bindings):
+        if key not in read:
+            what = "no binding references the macro" if "." not in key else "no component the experiment builds reads it"
+            raise ConfigError(
+                f"--grid {key}: the experiment never uses it ({what}), so every point would train the same "
+                "model; drop this --grid, or sweep a binding the experiment uses (`flowkit config` shows them)"
+            )
+
+
+def _was_read(key: str) -> bool:
+    """Whether the last build read the binding ``key`` (``[scope/]selector.param`` or a macro),
+    from gin's operative config; a selector gin does not know counts as read (the parse
+    has already named it)."""
+    import gin
+
+    operative = gin.config._OPERATIVE_CONFIG
+    scope, _, rest = key.rpartition("/")
+    if "." not in rest:  # a macro: gin records it as the configurable 'gin.macro' in its name's scope
+        return any(sel == "gin.macro" and sc.rpartition("/")[2] == rest for sc, sel in operative)
+    selector = rest.rpartition(".")[0]
+    try:
+        configurable = gin.config._REGISTRY.get_match(selector)
+    except (KeyError, ValueError):
+        return True
+    if configurable is None:
+        return True
+    if configurable.selector in _BUILT_BY_THE_RUN:
+        return True
+    return any(sel == configurable.selector and (not scope or scope in sc.split("/")) for sc, sel in operative)

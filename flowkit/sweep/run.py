@@ -23,13 +23,15 @@ from typing import Any
 
 import attrs
 
+from flowkit.data.locks import StoreLock
 from flowkit.errors import ConfigError, TrainingError
+from flowkit.io import check_writable, refused_writes
 from flowkit.report.compare import OBJECTIVES, objective_value
 from flowkit.sweep.check import check_points
 from flowkit.sweep.grid import Point, grid_points, random_points, with_seeds
 from flowkit.sweep.launchers import LocalLauncher, PointJob, SubmititLauncher, train_command
 from flowkit.sweep.naming import point_names
-from flowkit.sweep.state import PointState, SweepSpec, SweepState, point_run_state
+from flowkit.sweep.state import LOCK_FILE, PointState, SweepSpec, SweepState, point_run_state
 
 __all__ = ["SweepOutcome", "plan_points", "run_sweep"]
 
@@ -90,10 +92,14 @@ def _job_alive(root: Path, job_id: str) -> bool:
         return False
 
 
-def _refresh(state: SweepState) -> None:
+def _refresh(state: SweepState, *, keep_failed: bool = False) -> None:
     """Each point's state from its run directory (the truth), its objective when done; a
-    point submitted to SLURM stays "submitted" while its job is queued or running."""
+    point submitted to SLURM stays "submitted" while its job is queued or running. With
+    ``keep_failed`` (after launching), a point whose attempt just failed stays "failed"
+    whatever its directory holds: this call's outcome is that attempt's."""
     for p in state.points:
+        if keep_failed and p.state == "failed":
+            continue
         found = point_run_state(state.root / p.name)
         if found == "done":
             p.state = "done"
@@ -143,7 +149,8 @@ class _Book:
             self.say(f"point {job.name}: stopped with its checkpoint saved; run the same command to continue")
         else:
             p.state = "failed"
-            self.say(f"point {job.name}: failed (exit {code}); see {job.log}")
+            why = f"exit {code}" if code != 0 else "exit 0, but no checkpoint of its last step was committed"
+            self.say(f"point {job.name}: failed ({why}); see {job.log}")
         self.state.save()
 
 
@@ -212,9 +219,27 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
     run = _launcher(launcher, root, parallel, slurm or {}, wait)  # an unknown launcher: refused before anything
     points = plan_points(spec)
     names = point_names(points, _keys(spec))
-    state = SweepState.open(root, spec)  # another sweep in root: refused before anything is parsed
+    SweepState.open(root, spec)  # another sweep in root: refused before anything is parsed
     check_points(spec.configs, spec.bindings, points, spec.data)
-    root.mkdir(parents=True, exist_ok=True)
+    with _sweep_lock(root):
+        state = SweepState.open(root, spec)  # read again under the lock
+        with refused_writes(f"--out {root}", root):  # sweep.json on a disk that filled up: one line
+            return _run_grid(state, names, points, run, device, say)
+
+
+def _sweep_lock(root: Path) -> StoreLock:
+    """Hold ``SWEEP_DIR/sweep.lock``: a second sweep process in ``root`` is refused naming
+    this one's pid (two would launch the same points and record each other's as failed)."""
+    check_writable(root, label=f"--out {root}")
+    with refused_writes(f"--out {root}", root):
+        root.mkdir(parents=True, exist_ok=True)
+    return StoreLock.acquire(root / LOCK_FILE.removesuffix(".lock"), what=f"sweep {root}",
+                             retry="or give another --out", command="sweep")
+
+
+def _run_grid(state: SweepState, names: Sequence[str], points: Sequence[Point], run: Any, device: str,
+              say: Say) -> SweepOutcome:
+    root = state.root
     for name, point in zip(names, points, strict=True):
         state.add(name, point)
     _refresh(state)
@@ -234,7 +259,7 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
                 "run the same command again to see the state and resubmit unfinished points")
     else:
         finished = run.run(_jobs(state, todo, device), book.start, book.end)
-    _refresh(state)
+    _refresh(state, keep_failed=True)
     state.save()
     return _finish(state, not finished, submitted, say)
 
@@ -262,8 +287,10 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
     A trial left RUNNING by a killed sweep is finished first: its point's fixed command
     continues the run, and its value is told to the study under its own number.
     """
-    import optuna
-
+    try:
+        import optuna  # noqa: F401 - a missing optuna is refused before any work
+    except ImportError:
+        raise ConfigError("--optuna needs optuna: pip install 'flowkit[sweep]'") from None
     if launcher != "local" or parallel != 1:
         raise ConfigError("--optuna runs its trials one after another with the local launcher; drop --launcher/--parallel")
     if not spec.grid:
@@ -272,9 +299,19 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
         raise ConfigError("--optuna chooses the points itself: drop --seeds and --random (sweep seeds with --grid Trainer.seed=[...])")
     every = with_seeds(grid_points(spec.grid), spec.seeds)
     names = dict(zip((p.bindings for p in every), point_names(every, _keys(spec)), strict=True))
-    state = SweepState.open(root, spec)
+    SweepState.open(root, spec)
     check_points(spec.configs, spec.bindings, every, spec.data)
-    root.mkdir(parents=True, exist_ok=True)
+    with _sweep_lock(root):
+        state = SweepState.open(root, spec)
+        with refused_writes(f"--out {root}", root):  # sweep.json on a disk that filled up: one line
+            return _optuna_trials(state, spec, names, device=device, say=say)
+
+
+def _optuna_trials(state: SweepState, spec: SweepSpec, names: dict[Any, str], *, device: str, say: Say) -> SweepOutcome:
+    import optuna
+
+    root = state.root
+    _refresh(state)  # points a previous call left failed or running, from their directories
     state.save()
     local = LocalLauncher(1)
     book = _Book(state, say)
@@ -304,7 +341,7 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
             if not local.run(_jobs(state, [name], device), book.start, book.end):
                 interrupted = True
                 break
-        _refresh(state)
+        _refresh(state, keep_failed=True)
         value = _objective_of(root, name, spec.objective) if entry.state == "done" else None
         if value is None:
             why = "failed" if entry.state != "done" else f"logged no {spec.objective}"
@@ -315,7 +352,7 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
             say(f"trial {number}: {name} -> {spec.objective} {value:.5g}")
             study.tell(number, value)
         state.save()
-    _refresh(state)
+    _refresh(state, keep_failed=True)
     state.save()
     return _finish(state, interrupted, False, say)
 

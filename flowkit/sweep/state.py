@@ -3,13 +3,16 @@
 Layout of a sweep directory::
 
     SWEEP_DIR/sweep.json        the spec, the points, their bindings and state
+    SWEEP_DIR/sweep.lock        pid of the sweep process running it (a second is refused)
     SWEEP_DIR/<point name>/     one ordinary run directory per point (flowkit train --out)
     SWEEP_DIR/logs/<name>.log   each point's output, appended on every attempt
     SWEEP_DIR/submitit/         submitit's job files (slurm, submitit-local launchers)
     SWEEP_DIR/optuna.db         the Optuna study (--optuna)
 
 The run directories are the truth: a point is done when its run reached its steps
-(`flowkit.report.rundir.RunDir.state` "completed"), running while a live process holds
+(`flowkit.report.rundir.RunDir.state` "completed") and its checkpoint of the last step
+was committed (a run that logged its last step but could not save, on a full disk, is
+run again), running while a live process holds
 its run lock, and otherwise to be (re)started; ``sweep.json`` is rewritten atomically by
 the one sweep process after every change of a point, for people and for
 ``flowkit report SWEEP_DIR``. The spec decides whether a re-run is the same sweep: the
@@ -31,9 +34,11 @@ from flowkit.errors import ConfigError, DataError
 from flowkit.io import atomic_write_text
 from flowkit.sweep.grid import Axis, Point
 
-__all__ = ["SWEEP_FILE", "PointState", "SweepSpec", "SweepState", "point_run_state"]
+__all__ = ["LOCK_FILE", "SWEEP_FILE", "PointState", "SweepSpec", "SweepState", "point_run_state"]
 
 SWEEP_FILE = "sweep.json"
+#: held by the one sweep process writing the directory (`flowkit.data.locks.StoreLock`)
+LOCK_FILE = "sweep.lock"
 VERSION = 1
 
 
@@ -120,8 +125,9 @@ class PointState:
 
 
 def point_run_state(run_dir: Path) -> str:
-    """"done", "running", "started" (a run that stopped before its steps) or "pending"
-    (no run yet), read from the run directory itself."""
+    """"done" (its steps reached and the checkpoint of the last step committed), "running",
+    "started" (a run that stopped before its steps, or without that checkpoint) or
+    "pending" (no run yet), read from the run directory itself."""
     from flowkit.report.rundir import NotARunError, read_run
 
     if not run_dir.is_dir():
@@ -132,7 +138,10 @@ def point_run_state(run_dir: Path) -> str:
         return "pending"
     state = run.state
     if state == "completed":
-        return "done"
+        latest, total = run.latest_checkpoint, run.total_steps
+        if latest is not None and (total is None or latest.step >= total):
+            return "done"
+        return "started"  # the last step logged, its checkpoint never committed: the run is not done
     if state == "in progress":
         return "running"
     return "started"
@@ -181,7 +190,7 @@ class SweepState:
         """
         path = root / SWEEP_FILE
         if not path.is_file():
-            if root.is_dir() and any(p.name != "logs" for p in root.iterdir()):
+            if root.is_dir() and any(p.name not in ("logs", LOCK_FILE) for p in root.iterdir()):
                 raise ConfigError(
                     f"--out {root} is a directory that holds no sweep ({SWEEP_FILE} is missing); give a new or empty directory"
                 )
