@@ -223,6 +223,22 @@ class Model(Protocol):
 
 
 @runtime_checkable
+class Adapter(Protocol):
+    """Parameter-efficient fine-tuning: adapter weights on a frozen base model (``Trainer.adapter``)."""
+
+    def apply(self, model: torch.nn.Module, *, seed: int, new_rows: tuple[int, int] | None = None) -> torch.nn.Module:
+        """``model`` (the base's weights loaded) with adapters inserted and every base weight
+        frozen; text-embedding rows ``new_rows`` (``[first, end)``) stay trainable. Its
+        ``state_dict`` holds the trainable weights only. Initialised from ``seed``; equal to
+        the base's forward until trained."""
+        ...
+
+    def record(self) -> dict[str, Any]:
+        """The adapter's settings as plain values (recorded in every adapter checkpoint)."""
+        ...
+
+
+@runtime_checkable
 class ASR(Protocol):
     """Speech recogniser: audio -> text, to score what a model says (WER, CER)."""
 
@@ -264,4 +280,28 @@ class QualityJudge(Protocol):
 
     def describe(self) -> dict[str, Any]:
         """``{"name": "quality.<name>", "model": ..., "version": ...}``."""
+        ...
+
+
+@runtime_checkable
+class CurationCriterion(Protocol):
+    """Curation criterion: measures each clip of a corpus and drops the outliers (flowkit curate).
+
+    ``measure`` runs per clip in a worker process and returns JSON values (floats, lists);
+    ``decide`` sees every clip's measures at once (per-speaker statistics need them all)
+    and returns, per clip, the value plotted on the report page and a reason to drop it
+    or None. See `flowkit.curation.criteria`.
+    """
+
+    def measure(self, clip: Any) -> dict[str, Any]:
+        """Measures of one `flowkit.curation.clips.ClipAudio` (JSON-serialisable)."""
+        ...
+
+    def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Any:
+        """A `flowkit.curation.criteria.base.Decision` for ``clips`` (`ClipInfo`) and their
+        measures, in the same order."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """``{"name": "criterion.<name>", ...}``: the criterion, its settings and judge."""
         ...

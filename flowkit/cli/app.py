@@ -19,6 +19,7 @@ from typing import Annotated, Any
 
 import typer
 
+from flowkit.cli import align as align_cmd
 from flowkit.cli import checkpoints as checkpoints_cmd
 from flowkit.cli import curate as curate_cmd
 from flowkit.cli import data as data_cmd
@@ -176,6 +177,9 @@ def config(
 
 
 app.command("prepare")(guarded(prepare_cmd.prepare))
+app.add_typer(align_cmd.app, name="align")
+for _name, _fn in align_cmd.COMMANDS:
+    align_cmd.app.command(_name)(guarded(_fn))
 app.command("curate")(guarded(curate_cmd.curate))
 app.command("data")(guarded(data_cmd.data))
 app.command("train", epilog=train_cmd.EXIT_CODES)(guarded(train_cmd.train))
@@ -188,6 +192,7 @@ app.command("eval")(guarded(eval_cmd.evaluate))
 app.command("import-f5")(guarded(f5_cmd.import_f5))
 app.command("export-f5")(guarded(f5_cmd.export_f5))
 app.command("average")(guarded(checkpoints_cmd.average))
+app.command("merge-adapter")(guarded(checkpoints_cmd.merge_adapter))
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ def prepare(
     shard: Annotated[str | None, typer.Option(help="Write only part INDEX of COUNT (INDEX from 0) as OUT/shard-INDEX-of-COUNT.zarr, e.g. --shard 0/4.")] = None,
     summary: Annotated[bool, typer.Option("--summary", help="Then print the data summary of the store (as `flowkit data`).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
+    keep: Annotated[Path | None, typer.Option("--keep", help="Only these segment ids (one a line, e.g. flowkit curate's OUT/keep.lst); the others are rejected as curated_out.")] = None,
     verify: Annotated[Path | None, typer.Option("--verify", help="Check an existing store against the checksums prepare recorded (every latent chunk and metadata array); writes nothing.")] = None,
 ) -> None:
     """Decode, check and encode audio into a latent store; print what was accepted and rejected."""
@@ -59,7 +60,8 @@ def prepare(
     settings = attrs.evolve(settings, **changes)
     with refused_writes(where, out):  # nothing is published: the store's partial folder is removed
         done = prep.prepare_store(inputs, out, settings=settings, workers=workers, append=append,
-                                  textgrids=textgrids, progress=not quiet, input_format=input_format, shard=part)
+                                  textgrids=textgrids, progress=not quiet, input_format=input_format, shard=part,
+                                  keep=keep)
     from rich.table import Table
 
     table = Table(title="flowkit prepare", show_header=False)

@@ -296,13 +296,16 @@ def prepare_store(
     progress: bool = True,
     input_format: str = "auto",
     shard: tuple[int, int] | None = None,
+    keep: Path | None = None,
 ) -> PrepareSummary:
     """Build (or, with ``append``, extend) the store ``out`` from ``inputs``.
 
     ``input_format`` is one of `flowkit.data.importers.FORMATS` ("auto": by what each input
     is). ``shard=(i, n)`` makes ``out`` a folder and writes only the i-th of n parts, to
     ``out/shard-<i>-of-<n>.zarr`` (`flowkit.data.shards`); a shard already complete there
-    is left as it is and reported as skipped.
+    is left as it is and reported as skipped. ``keep``: a list of segment ids (`read_keep_list`,
+    e.g. ``flowkit curate``'s ``keep.lst``); items of the inputs not on it are rejected as
+    ``curated_out`` (listed in the rejections like any other, never decoded).
 
     One writer per store: ``<out>.lock`` (`flowkit.data.locks`) is held for the whole run.
     When no segment is left to publish, nothing is: the rejections go to
@@ -314,9 +317,11 @@ def prepare_store(
         DataError: an input that cannot be read at all, ``out`` existing without
             ``append``, a store to append to that is invalid or has another encoder,
             ``shard`` with ``append``, ``shard`` with ``out`` a store, another prepare
-            writing ``out`` (or the shard) now, or every item of the inputs rejected.
+            writing ``out`` (or the shard) now, every item of the inputs rejected, or a
+            ``keep`` list that is missing or lists no id.
     """
     settings = settings or PrepareSettings()
+    keep_ids = read_keep_list(Path(keep)) if keep is not None else None
     encoder = settings.encoder if settings.encoder is not None else _default_encoder()
     aligner = settings.aligner
     out = Path(out)
@@ -352,12 +357,13 @@ def prepare_store(
             reader.close()
             return done
         return _write_store(inputs, out, settings, encoder, aligner, workers, append, textgrids, progress,
-                            input_format, shard, started)
+                            input_format, shard, started, keep_ids, keep)
 
 
 def _write_store(inputs: Sequence[Path], out: Path, settings: PrepareSettings, encoder: Any, aligner: Any,
                  workers: int, append: bool, textgrids: Path | None, progress: bool, input_format: str,
-                 shard: tuple[int, int] | None, started: float) -> PrepareSummary:
+                 shard: tuple[int, int] | None, started: float, keep_ids: frozenset[str] | None = None,
+                 keep: Path | None = None) -> PrepareSummary:
     """`prepare_store`'s work once the lock of ``out`` is held."""
     from flowkit.console import Progress
 
@@ -392,6 +398,8 @@ def _write_store(inputs: Sequence[Path], out: Path, settings: PrepareSettings, e
                 listed.append(entry)
             elif entry.segment_id in seen:
                 listed.append(Rejection(entry.segment_id, "duplicate_id", "segment id already used", entry.source))
+            elif keep_ids is not None and entry.segment_id not in keep_ids:
+                listed.append(Rejection(entry.segment_id, "curated_out", f"not in --keep {keep}", entry.source))
             else:
                 seen.add(entry.segment_id)
                 items.append(entry)
@@ -457,6 +465,24 @@ def _write_store(inputs: Sequence[Path], out: Path, settings: PrepareSettings, e
     return summary
 
 
+def read_keep_list(path: Path) -> frozenset[str]:
+    """The segment ids of a keep list: one id a line; blank lines and ``#`` comments are skipped.
+
+    Raises:
+        DataError: the file is missing or unreadable, or lists no id.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"--keep {path}: cannot read it ({exc.strerror}); give the keep.lst that flowkit curate "
+                        "wrote") from None
+    ids = frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
+    if not ids:
+        raise DataError(f"--keep {path} lists no segment id: nothing would be kept; check the curation's "
+                        "decisions.csv, or leave --keep out")
+    return ids
+
+
 def rejections_beside(store: Path) -> Path:
     """``<store>.rejections.jsonl``: where a prepare that publishes nothing writes its rejections."""
     return store.with_name(store.name + ".rejections.jsonl")
@@ -518,4 +544,4 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-__all__ = ["PrepareSettings", "PrepareSummary", "plan_splits", "prepare_store", "process_item"]
+__all__ = ["PrepareSettings", "PrepareSummary", "plan_splits", "prepare_store", "process_item", "read_keep_list"]

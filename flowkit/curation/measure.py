@@ -1,0 +1,182 @@
+"""Measuring every clip with every criterion, in worker processes, resumable.
+
+``DIR/measures.jsonl`` holds one line per clip, appended (and flushed to disk) as each
+clip finishes: ``{"segment_id", "seconds", "measures": {criterion: {...}}}``, or
+``"error": {"reason", "detail"}`` for audio that does not decode. A run killed at any
+point leaves finished lines and at most one torn last line, which the next run cuts off;
+clips with a line are not measured again, and a clip measured before a criterion was added
+is measured again for that criterion only. ``DIR/judges.json`` records the judge of each
+criterion (model and package version); measures of another judge are refused, since a
+new model's CER or score does not compare with the old one's.
+
+Workers are spawned processes (`flowkit.data.workers.pool_map`), one clip at a time each
+on one thread: a clip's judges are small models whose threads would only contend with the
+other workers for the cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from flowkit.data.manifest import Item
+from flowkit.errors import ResumeError
+
+__all__ = ["JUDGES", "MEASURES", "measure_clips", "read_measures"]
+
+MEASURES = "measures.jsonl"
+JUDGES = "judges.json"
+
+_WORKER: dict[str, Any] = {}
+
+
+def read_measures(path: Path, *, repair: bool = False) -> dict[str, dict[str, Any]]:
+    """The records of ``measures.jsonl`` by segment id (the last line of an id wins).
+
+    A last line without its newline was torn by a kill: left out, and with ``repair`` cut
+    from the file. A line that is not JSON elsewhere is skipped (its clip is measured again).
+    """
+    if not path.is_file():
+        return {}
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    if end < len(data) and repair:
+        with open(path, "r+b") as f:
+            f.truncate(end)
+    out: dict[str, dict[str, Any]] = {}
+    for line in data[:end].splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("segment_id"), str):
+            out[record["segment_id"]] = record
+    return out
+
+
+def _init_worker(criteria: dict[str, Any]) -> None:
+    from threadpoolctl import threadpool_limits
+
+    _WORKER["limits"] = threadpool_limits(1)
+    try:
+        import torch
+
+        torch.set_num_threads(1)
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        pass
+    _WORKER["criteria"] = criteria
+
+
+def _measure_one(job: tuple[Item, tuple[str, ...]]) -> dict[str, Any]:
+    """Every wanted criterion's measures of one clip (runs in a worker)."""
+    from flowkit.curation.clips import load_clip
+    from flowkit.data.audio import AudioError
+
+    item, wanted = job
+    try:
+        clip = load_clip(item)
+    except AudioError as exc:
+        return {"segment_id": item.segment_id, "error": {"reason": exc.reason, "detail": exc.detail}}
+    criteria = _WORKER["criteria"]
+    measures = {name: criteria[name].measure(clip) for name in wanted}
+    return {"segment_id": item.segment_id, "seconds": round(clip.audio.size / clip.sample_rate, 4),
+            "measures": measures}
+
+
+def _judges_of(criteria: dict[str, Any]) -> dict[str, Any]:
+    return {name: c.describe().get("judge") for name, c in criteria.items()}
+
+
+def _check_judges(out: Path, criteria: dict[str, Any]) -> None:
+    """Refuse measures made with other judges; record the judges on a fresh start.
+
+    Raises:
+        ResumeError: a criterion's judge differs from the one ``DIR/judges.json`` records.
+    """
+    from flowkit.io import atomic_write_json
+
+    path = out / JUDGES
+    now = _judges_of(criteria)
+    old: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError:
+            old = {}
+        for name, judge in now.items():
+            if name in old and old[name] != judge:
+                raise ResumeError(
+                    f"{out / MEASURES} holds {name} measures made with {old[name]}, not {judge}; give another "
+                    f"--out, or delete {out / MEASURES} and {path} to measure again")
+    atomic_write_json(path, {**old, **now})
+
+
+def _append(f: Any, record: dict[str, Any]) -> None:
+    f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _results(jobs: list[tuple[Item, tuple[str, ...]]], criteria: dict[str, Any], workers: int) -> Iterator[dict]:
+    if workers <= 1:
+        from threadpoolctl import threadpool_limits
+
+        _WORKER["criteria"] = criteria
+        with threadpool_limits(1):
+            for job in jobs:
+                yield _measure_one(job)
+        return
+    from flowkit.data.workers import pool_map
+
+    yield from pool_map(_measure_one, jobs, workers, initializer=_init_worker, initargs=(criteria,), chunksize=2)
+
+
+def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *, workers: int = 1,
+                  progress: bool = True, stop_after: int | None = None) -> dict[str, dict[str, Any]]:
+    """Measure ``items`` with ``criteria`` (name -> criterion) into ``out/measures.jsonl``;
+    returns every clip's record by segment id (those measured before included).
+
+    ``stop_after``: raise KeyboardInterrupt after that many new clips (a kill at a known
+    point, for tests).
+
+    Raises:
+        ResumeError: ``out`` holds measures of another judge.
+        ConfigError: a criterion's judge cannot load (its package or model missing).
+    """
+    import contextlib
+    import time
+
+    from flowkit.console import Progress
+    from flowkit.data.workers import sigterm_as_interrupt
+
+    out.mkdir(parents=True, exist_ok=True)
+    _check_judges(out, criteria)
+    path = out / MEASURES
+    done = read_measures(path, repair=True)
+    names = tuple(criteria)
+    jobs = []
+    for item in items:
+        record = done.get(item.segment_id)
+        missing = names if record is None else tuple(
+            n for n in names if "error" not in record and n not in record.get("measures", {}))
+        if missing:
+            jobs.append((item, missing))
+    started, audio_s, new = time.perf_counter(), 0.0, 0
+    with Progress("curate", total=len(items), completed=len(items) - len(jobs), unit="clips",
+                  plain_every=max(1, len(items) // 10), enabled=progress) as bar, sigterm_as_interrupt(), \
+            open(path, "a", encoding="utf-8") as f, contextlib.closing(_results(jobs, criteria, workers)) as results:
+        for (item, _), result in zip(jobs, results, strict=True):
+            before = done.get(item.segment_id)
+            if before is not None and "measures" in result:  # measured again for new criteria only
+                result["measures"] = {**before.get("measures", {}), **result["measures"]}
+            _append(f, result)
+            done[item.segment_id] = result
+            new += 1
+            audio_s += float(result.get("seconds", 0.0))
+            bar.update(1, xrt=audio_s / max(time.perf_counter() - started, 1e-9))
+            if stop_after is not None and new >= stop_after:
+                raise KeyboardInterrupt
+    return done
