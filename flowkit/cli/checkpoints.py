@@ -46,3 +46,22 @@ def average(
     steps = ", ".join(str(step) for step, _ in done.chosen)
     console.print(f"averaged {len(done.chosen)} checkpoint(s) ({done.how}: steps {steps}) -> {done.path}",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+def merge_adapter(
+    adapter: Annotated[Path, typer.Argument(help="An adapter checkpoint (or the run directory of an adapter run).")],
+    out: Annotated[Path, typer.Option("--out", help="The folder for the merged full checkpoint (step-N/ inside).")],
+    base: Annotated[Path | None, typer.Option(
+        "--base", help="The base checkpoint, where it has moved; default: the one the adapter's meta names.")] = None,
+) -> None:
+    """Merge an adapter checkpoint onto its base into a full checkpoint (synthesize, eval, init-from, average).
+
+    A base other than the adapter's own (another state.pt sha256) is refused."""
+    from flowkit.adapters.files import merge_adapter as run_merge
+    from flowkit.console import console
+    from flowkit.io import check_writable, refused_writes
+
+    check_writable(out, label=f"--out {out}")
+    with refused_writes(f"--out {out}", out):
+        path = run_merge(adapter, out, base=base)
+    console.print(f"merged {adapter} onto its base -> {path}", highlight=False, markup=False, soft_wrap=True)

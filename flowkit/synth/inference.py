@@ -191,6 +191,10 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
     if weights == "ema":
         # EMA shadows cover parameters and floating buffers; the rest stays as trained.
         state.update({k: v for k, v in loaded.state["ema"]["shadow"].items() if k in state})
+    if meta.get("adapter"):  # adapter weights only (flowkit.adapters): merged onto the base its meta names
+        from flowkit.adapters.files import load_base, merged_state
+
+        state = merged_state(loaded, load_base(loaded), weights=weights)
     ckpt.load_strict(model, state, what="model", source=loaded.path)
     record = meta.get(SYNTHESIS_KEY)
     if record:

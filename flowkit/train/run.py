@@ -47,6 +47,7 @@ from flowkit.errors import CheckpointError, ConfigError, DataError, FlowkitError
 from flowkit.loggers.jsonl import truncate_after_step
 from flowkit.model.cpu_kernels import choose_cpu_kernels
 from flowkit.train import distributed
+from flowkit.train.adapted import adapter_record, restore_origin
 from flowkit.train.loop import TrainingLoop
 from flowkit.train.origins import InitFrom, Origin, Restored, Resume, parent_path, plan_start
 from flowkit.train.parts import RunParts, build_parts, config_names
@@ -321,9 +322,11 @@ def _run(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.dev
     parts = build_parts(settings, origin, device, ctx, config_names(getattr(parsed, "files", ())))
     loggers: list[Any] = []
     try:
-        restored = origin.restore(parts, settings, ctx)
+        restored = restore_origin(origin, parts, settings, ctx)  # Trainer.adapter inserted where set
         step = restored.counters.step
         meta = _checkpoint_meta(parsed, settings, parts, restored, ctx)
+        if adapter_record(parts.model) is not None:
+            meta["adapter"] = adapter_record(parts.model)
         meta["cpu_kernels"] = _cpu_kernels(parts, device, origin, ctx)
         if ctx.is_main:
             _write_workspace(workspace, parsed, settings, parts, device, meta, origin,

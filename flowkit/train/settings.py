@@ -104,6 +104,9 @@ class Trainer:
     # the stores' encoder. A vocoder that cannot invert the stores' latents stops the start.
     vocoder: Vocoder | None = None
     text: TextFrontEnd = _component("text", "chars")
+    # Parameter-efficient fine-tuning (flowkit.adapters): None trains every weight; @adapter.lora()
+    # trains LoRA adapters on a frozen base, which the run starts from (init-from).
+    adapter: Any = None
 
     # ---- data ----
     # Latent stores (zarr); empty = the bundled demo store (flowkit.data.demo.demo_store_path).
@@ -191,6 +194,8 @@ class Trainer:
                     registry.check_kind(item, kind, where=f"Trainer.{slot}[{i}]")
             else:
                 registry.check_kind(value, kind, where=f"Trainer.{slot}")
+        if self.adapter is not None:
+            registry.check_kind(self.adapter, "adapter", where="Trainer.adapter")
         if self.nonfinite not in NONFINITE_POLICIES:
             raise ConfigError(
                 f"Trainer.nonfinite = {self.nonfinite!r} is not one of {', '.join(map(repr, NONFINITE_POLICIES))}"

@@ -30,6 +30,8 @@ LAYERS: list[list[str]] = [
     ["flowkit.checkpoints"],
     ["flowkit.data", "flowkit.flow", "flowkit.asr", "flowkit.judges"],
     ["flowkit.model"],
+    # adapters on a built model and their checkpoints: trained by train, merged by synth
+    ["flowkit.adapters"],
     ["flowkit.losses", "flowkit.batching"],
     ["flowkit.loggers"],
     ["flowkit.synth"],  # sampling, vocoders, WAV: the training probe synthesises too
