@@ -17,6 +17,7 @@ from flowkit.batching.builder import BatchBuilder
 from flowkit.batching.collate import CFGDrop
 from flowkit.batching.samplers import BatchStream
 from flowkit.console import say
+from flowkit.converters.checkpointing import apply_activation_checkpointing
 from flowkit.errors import DataError
 from flowkit.train import distributed
 from flowkit.train.ema import EMA
@@ -87,8 +88,9 @@ def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") ->
         if aligned and set(by_reason) == {"missing_units"}:
             raise DataError(
                 f"{configs} uses model.dit.text_path = 'aligned', which needs unit timings; none of the "
-                f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: prepare with "
-                "--align energy or --textgrids DIR"
+                f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: learn them with `flowkit align train gin/align.gin "
+                "--data STORE --out ALIGN_RUN` then `flowkit align write STORE --run ALIGN_RUN`, or prepare with "
+                "--textgrids DIR (a forced alignment) or --align energy (a rough estimate)"
             )
         raise DataError(f"no usable training segment: {why}")
     if settings.vocoder is not None:
@@ -157,6 +159,8 @@ def build_parts(settings: Trainer, origin: DataOrigin, device: torch.device, ctx
         stats, vocab, languages = origin.data_state(settings, train_set)
         seed_globals(settings.seed)  # the same initial weights on every rank
         model = model_config.build(train_set.latent_dim, vocab.size, len(languages)).to(device)
+        if settings.activation_checkpointing:
+            apply_activation_checkpointing(model)
         if ctx.enabled:
             # After init the global generators serve only rank-local draws: one stream per rank.
             seed_globals(derive_seed(settings.seed, "globals", ctx.rank))

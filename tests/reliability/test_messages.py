@@ -27,5 +27,5 @@ def test_aligned_path_on_a_store_without_unit_timings_says_what_is_missing(tmp_p
     assert result.returncode == DataError.exit_code
     line = assert_one_clear_line(result, "gin/e11_aligned.gin gin/debug.gin uses model.dit.text_path = 'aligned', "
                                  "which needs unit timings; none of the 6 segments of", str(store),
-                                 "prepare with --align energy or --textgrids DIR")
+                                 "flowkit align train gin/align.gin --data STORE --out ALIGN_RUN", "--textgrids DIR")
     assert "{" not in line and "split column" not in line

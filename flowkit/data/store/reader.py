@@ -244,6 +244,23 @@ class StoreReader:
         self._fast = self._fast_path_ok(latents)
         self._sums = checksums.recorded(a)
         self._check_files()
+        self._serve_active_timings()
+
+    def _serve_active_timings(self) -> None:
+        """Serve the active timings version (`flowkit.data.store.timings`) instead of prepare's:
+        its units, flags and fingerprint; ``timings`` names it (``"prepare"`` for the root arrays)."""
+        from flowkit.data.store.timings import PREPARE, read_active
+
+        self.timings = PREPARE
+        found = read_active(self.path, self.attrs, self.n_segments)
+        if found is None:
+            return
+        version, record = found
+        self.units, self.unit_offsets = version.units, version.unit_offsets
+        self.numeric["has_units"] = version.has_units
+        self.numeric["units_estimated"] = version.units_estimated
+        self.attrs = {**self.attrs, "fingerprint": record["fingerprint"], "prepare_fingerprint": self.attrs["fingerprint"]}
+        self.timings = self.attrs["timings"]["active"]
 
     def _check_files(self) -> None:
         """The cheap checks at open: metadata checksums, every latent chunk file present with its size."""
