@@ -1,7 +1,9 @@
 """``hf://OWNER/REPO/PATH[@REVISION]``: models referenced where users keep them.
 
-Wherever flowkit takes a checkpoint or vocoder path (``flowkit import-f5``,
-``--vocoder-path``, ``vocoder.vocos.path`` in gin, ``--init-from``), a reference of the
+Wherever flowkit takes a checkpoint, run or vocoder path (``flowkit import-f5``,
+``--vocoder-path``, ``vocoder.vocos.path`` in gin, ``--init-from``, and every checkpoint or
+run read through `flowkit.checkpoints.files.resolve_checkpoint` or
+`flowkit.report.rundir.read_run`: synthesize, eval, report, export-f5), a reference of the
 form ``hf://OWNER/REPO/PATH`` names a file or folder of a Hugging Face Hub repository
 (``@REVISION``, a branch, tag or commit, may follow the path or the repository name:
 ``hf://OWNER/REPO@v1/PATH``); ``hf://OWNER/REPO`` is the whole repository. `resolve`

@@ -7,8 +7,9 @@ then the directory itself is fsynced so the rename survives a power cut.
 Raises OSError as the operating system reports it (ENOSPC on a full disk); the target is
 untouched when a write fails and the temporary file is removed.
 
-Every command that writes follows one policy, built here: `check_writable` refuses, before
-any work, a folder on a read-only or full file system or one the user may not write to;
+Every command that writes follows one policy, built here: `check_out_path` refuses, before
+any work, an ``--out`` folder where a file stands (or a file where a folder stands);
+`check_writable` refuses, before any work, a folder on a read-only or full file system or one the user may not write to;
 `refused_writes` turns a write the file system refuses later (ENOSPC, EDQUOT, EFBIG,
 EROFS, and torch's writer failing on a full disk) into one `WriteError`
 line naming the path and the fix. The writer itself removes what it had begun (its
@@ -184,6 +185,30 @@ def check_writable(folder: str | os.PathLike[str], *, label: str) -> None:
         _refuse(label, where, errno.EACCES)
     if st.f_blocks and _free_bytes(where) == 0:
         _refuse(label, where, errno.ENOSPC)
+
+
+def check_out_path(path: str | os.PathLike[str], *, label: str, folder: bool) -> None:
+    """Refuse, before any work, an output path that cannot be made: a folder (``folder``)
+    where a file stands, a file where a folder stands, or a file among its parents.
+    ``label`` names the option, e.g. ``"--out runs/a"``.
+
+    Raises:
+        ConfigError: one line naming what is in the way and the fix.
+    """
+    from flowkit.errors import ConfigError
+
+    target = Path(os.path.abspath(path))
+    if target.exists():
+        if folder and not target.is_dir():
+            raise ConfigError(f"{label}: {target} is a file, not a folder; give a folder (a new path, or an existing folder)")
+        if not folder and target.is_dir():
+            raise ConfigError(f"{label}: {target} is a folder; give a file name in it, e.g. {target / 'out.wav'}")
+        return
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ConfigError(f"{label}: {parent} is a file, so nothing can be written under it; give another path")
+            return
 
 
 def torch_write_failed(exc: BaseException) -> bool:

@@ -189,11 +189,17 @@ def find_latest(directory: str | os.PathLike[str]) -> tuple[Path | None, list[tu
 
 def resolve_checkpoint(path: str | os.PathLike[str]) -> Path:
     """A checkpoint directory from a checkpoint or run directory (best, else newest valid).
+    ``hf://OWNER/REPO/PATH`` names one kept on the Hugging Face Hub (`flowkit.hub.resolve`:
+    the cached folder, fetched first when missing and the hub may be reached).
 
     Raises:
-        CheckpointError: the path does not exist, or holds no valid checkpoint.
+        CheckpointError: the path does not exist, or holds no valid checkpoint; an hf://
+            folder missing from the cache while offline.
+        ConfigError: a malformed hf:// reference.
     """
-    root = Path(path)
+    from flowkit import hub
+
+    root = hub.resolve(path, kind="dir")
     if not root.exists():
         raise CheckpointError(f"{root}: no such checkpoint or run directory (check the path; runs are under runs/ "
                               "by default)")

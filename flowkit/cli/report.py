@@ -43,11 +43,12 @@ def report(
         from flowkit.synth.vocoders import choose_vocoder
 
         chosen = choose_vocoder(vocoder, vocoder_path)
-    from flowkit.io import check_writable, refused_writes
+    from flowkit.io import check_out_path, check_writable, refused_writes
     from flowkit.report.build import default_out
 
     target = out if out is not None else default_out(run_dirs)
     where = f"--out {target}" if out is not None else f"report (default --out {target})"
+    check_out_path(target, label=where, folder=True)
     check_writable(target, label=where)
     with refused_writes(where, target):
         files = write_report(run_dirs, out=target, samples=samples, vocoder=chosen, objective=objective)
@@ -93,9 +94,10 @@ def synthesize(
         from flowkit.synth.vocoders import choose_vocoder
 
         chosen = choose_vocoder(vocoder, vocoder_path)
-    from flowkit.io import check_writable, refused_writes
+    from flowkit.io import check_out_path, check_writable, refused_writes
 
-    check_writable(out.parent, label=f"--out {out}")  # before the model is loaded
+    check_out_path(out, label=f"--out {out}", folder=False)  # before the model is loaded
+    check_writable(out.parent, label=f"--out {out}")
     with refused_writes(f"--out {out}", out.parent):
         result = synthesize_file(
             checkpoint, text, out, prompt=prompt, prompt_text=prompt_text, steps=steps, cfg_strength=cfg,

@@ -117,11 +117,12 @@ def train(
     import shutil
 
     from flowkit.errors import WriteError
-    from flowkit.io import check_writable, refused_writes
+    from flowkit.io import check_out_path, check_writable, refused_writes
     from flowkit.train.run import default_run_dir
     from flowkit.train.run import train as run_train
 
     out = out or default_run_dir(config[0])
+    check_out_path(out, label=f"--out {out}", folder=True)
     check_writable(out, label=f"--out {out}")  # a read-only, full or locked disk: refused before the data load
     began = not out.exists()
     try:

@@ -195,8 +195,12 @@ def _rates(text: str, hypothesis: str | None, language: str) -> dict[str, Any]:
 def _judge(judges: Judges, audio: np.ndarray, sr: int, item: TestItem, prompt: tuple[np.ndarray, int],
            target: tuple[np.ndarray, int] | None) -> dict[str, Any]:
     """Every score of one clip (generated, or a ceiling's)."""
+    from flowkit.asr.scoring import headline_metric
+
     hypothesis = judges.transcribe(audio, sr, item.language)
     out: dict[str, Any] = {"hypothesis": hypothesis, **_rates(item.text, hypothesis, item.language)}
+    # the judge that heard it and the rate that stands for the language (CER where words are not the unit)
+    out["asr"], out["error_metric"] = judges.asr_label(), headline_metric(item.language)
     out["sim"] = judges.similarity(audio, sr, *prompt)
     out["sim_target"] = None if target is None else judges.similarity(audio, sr, *target)
     quality = judges.quality_scores(audio, sr)
@@ -422,12 +426,62 @@ def evaluate(
         stop_after: stop (raise KeyboardInterrupt) after this many new results: a kill at a
             known point, for tests.
 
+    One eval process writes a folder: it holds ``OUT/eval.lock`` (`flowkit.data.locks`)
+    while it runs, and a second one into the same folder is refused naming its pid. Writes
+    follow `flowkit.io`'s policy: ``out`` is checked before the model loads (a file in
+    the way, a read-only or full disk), and a write refused later is one `WriteError`.
+
     Raises:
-        DataError: the list cannot be read, or every line of it is rejected (exit 3).
+        DataError: the list cannot be read, or every line of it is rejected (exit 3), or
+            another eval is writing ``out`` (its pid named).
         ResumeError: ``out`` holds results made with other settings.
+        ConfigError: ``out`` is a file.
+        WriteError: ``out`` is on a read-only or full disk, or a write there was refused (exit 6).
         CheckpointError, ConfigError: as `load_inference_model` raises (``audio=True``: a vocoder
             that cannot invert the checkpoint's latents, too).
     """
+    from flowkit import hub
+    from flowkit.io import check_out_path, check_writable
+
+    if out is None and hub.is_hub(checkpoint):
+        raise ConfigError(f"{hub.parse(checkpoint)} is a checkpoint on the Hugging Face Hub; give --out DIR "
+                          "(its folder is the hub's cache)")
+    if out is not None:  # before the model loads
+        check_out_path(out, label=f"--out {out}", folder=True)
+        check_writable(out, label=f"--out {out}")
+    with contextlib.ExitStack() as held:
+        return _evaluate(checkpoint, testset, out, held, settings=settings, asr=asr, vocoder=vocoder, judges=judges,
+                         progress=progress, stop_after=stop_after)
+
+
+def _hold_out(out: Path, held: contextlib.ExitStack, label: str) -> None:
+    """Make ``out`` and hold it for this process: writes refused there become one
+    `WriteError` (`flowkit.io.refused_writes`), and ``OUT/eval.lock`` is taken."""
+    from flowkit.data.locks import StoreLock
+    from flowkit.io import check_out_path, check_writable, refused_writes
+
+    check_out_path(out, label=label, folder=True)
+    check_writable(out, label=label)
+    held.enter_context(refused_writes(label, out))
+    out.mkdir(parents=True, exist_ok=True)
+    held.enter_context(StoreLock.acquire(out / "eval", what=f"eval folder {out}", retry="or give another --out",
+                                         command="eval"))
+
+
+def _evaluate(
+    checkpoint: str | Path,
+    testset: str | Path,
+    out: str | Path | None,
+    held: contextlib.ExitStack,
+    *,
+    settings: EvalSettings,
+    asr: str | None,
+    vocoder: Any,
+    judges: Judges | None,
+    progress: bool,
+    stop_after: int | None,
+) -> EvalOutcome:
+    """`evaluate` once ``out`` is known: ``held`` keeps its lock and write policy to the end."""
     from flowkit.console import Progress, console
     from flowkit.evaluation.render import write_reports
     from flowkit.flow.solvers import describe_solver
@@ -450,7 +504,7 @@ def evaluate(
     out = Path(out)
     language = settings.language or (im.languages[0] if len(im.languages) == 1 else "en")
     ts: TestSet = read_testset(testset, language=language, languages=im.languages or None)
-    out.mkdir(parents=True, exist_ok=True)
+    _hold_out(out, held, f"--out {out}")
     atomic_write_text(out / REJECTIONS, "".join(json.dumps({**r.to_dict(), "source": str(testset)},
                                                            ensure_ascii=False) + "\n" for r in ts.rejections))
     for r in ts.rejections[:10]:

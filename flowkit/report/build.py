@@ -84,8 +84,11 @@ def build_document(run_dirs: Sequence[Path], *, samples: int = 0, vocoder: Any =
 
 
 def default_out(run_dirs: Sequence[Path]) -> Path:
-    """The run (or sweep) directory itself for one; a new ``report-<timestamp>`` for several."""
-    if len(run_dirs) == 1:
+    """The run (or sweep) directory itself for one; a new ``report-<timestamp>`` for several,
+    or for a run read from the Hugging Face Hub (its folder is the hub's cache)."""
+    from flowkit import hub
+
+    if len(run_dirs) == 1 and not hub.is_hub(run_dirs[0]):
         return Path(run_dirs[0])
     return Path(f"report-{time.strftime('%Y%m%d-%H%M%S')}")
 

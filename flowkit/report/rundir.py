@@ -291,7 +291,9 @@ def read_run(path: str | os.PathLike[str], *, now: float | None = None) -> RunDi
         NotARunError: ``path`` is not a directory, or holds none of a run's files
             (metrics.jsonl, run_info.json, config.gin, heartbeat.json, checkpoints/).
     """
-    root = Path(path)
+    from flowkit import hub
+
+    root = hub.resolve(path, kind="dir")  # hf://OWNER/REPO/RUN: a run kept on the Hugging Face Hub
     if not root.is_dir():
         raise NotARunError(f"{root} is not a directory; give a run directory made by `flowkit train --out`")
     if not any((root / m).exists() for m in _RUN_MARKERS):

@@ -25,7 +25,7 @@ import attrs
 
 from flowkit.data.locks import StoreLock
 from flowkit.errors import ConfigError, TrainingError
-from flowkit.io import check_writable, refused_writes
+from flowkit.io import check_out_path, check_writable, refused_writes
 from flowkit.report.compare import OBJECTIVES, objective_value
 from flowkit.sweep.check import check_points
 from flowkit.sweep.grid import Point, grid_points, random_points, with_seeds
@@ -215,7 +215,9 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
     if spec.objective not in OBJECTIVES:
         raise ConfigError(f"--objective {spec.objective!r} is not known; use one of: {', '.join(OBJECTIVES)}")
     if spec.optuna is not None:
+        check_out_path(root, label=f"--out {root}", folder=True)
         return _run_optuna(spec, root, launcher=launcher, parallel=parallel, device=device, say=say)
+    check_out_path(root, label=f"--out {root}", folder=True)
     run = _launcher(launcher, root, parallel, slurm or {}, wait)  # an unknown launcher: refused before anything
     points = plan_points(spec)
     names = point_names(points, _keys(spec))

@@ -368,3 +368,47 @@ def test_a_missing_judge_is_one_line_naming_the_extra(monkeypatch: pytest.Monkey
     assert j.describe()["speaker"] is None
     silence = np.zeros(1600, dtype=np.float32)
     assert j.similarity(silence, 16000, silence, 16000) is None and j.quality_scores(silence, 16000) is None
+
+
+# ---- one writer per folder, the write policy ------------------------------------------------
+
+
+def test_a_second_eval_into_one_folder_is_refused_naming_the_first(run_dir: Path, testset: Path, no_judges,
+                                                                    tmp_path: Path) -> None:
+    """Two evals into one --out would each write every utterance: the second is refused."""
+    from flowkit.errors import DataError
+
+    out = tmp_path / "busy"
+    out.mkdir()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from pathlib import Path; from flowkit.data.locks import StoreLock; "
+         "StoreLock.acquire(Path(sys.argv[1]) / 'eval', 'x', 'y', command='eval'); print('held', flush=True); "
+         "time.sleep(60)", str(out)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(DataError, match=rf"eval folder {out} is being written by pid {holder.pid}, .*\(eval.lock\); .*another --out"):
+            evaluate(run_dir, testset, out, settings=EvalSettings(nfe=2, cfg=1.0), judges=no_judges, progress=False)
+        assert [p.name for p in out.iterdir()] == ["eval.lock"]  # the holder's: nothing written
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_full_disk_during_an_eval_is_one_write_error(run_dir: Path, testset: Path, no_judges, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from flowkit.errors import WriteError
+    from flowkit.evaluation import run as eval_run
+
+    def full(path, record):
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(eval_run, "_append", full)
+    out = tmp_path / "ev"
+    with pytest.raises(WriteError, match=rf"--out {out}: cannot write .*results.jsonl: the disk is full") as info:
+        evaluate(run_dir, testset, out, settings=EvalSettings(nfe=2, cfg=1.0, limit=1), judges=no_judges,
+                 progress=False)
+    assert info.value.exit_code == 6
+    assert not (out / "eval.lock").exists()  # released

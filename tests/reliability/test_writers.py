@@ -168,6 +168,19 @@ def test_report_out(kind: str, disk, imported: Path, capfd: pytest.CaptureFixtur
     assert _listing(root) == before  # the report folder it began is gone
 
 
+def test_sweep_and_eval_out_on_a_read_only_disk(disk, imported: Path, tmp_path: Path,
+                                                capfd: pytest.CaptureFixture) -> None:
+    """sweep and eval check --out as train does: one line, exit 6, before any point runs or
+    the model loads (a full disk mid-way: tests/sweep/test_sweep_outcomes.py, tests/eval)."""
+    root = disk("read_only")
+    before = _listing(root)
+    _one_error_line(["sweep", REPO / "gin" / "debug.gin", "--grid", "Trainer.lr=[1e-3, 2e-3]", "--out", root / "sw"],
+                    capfd, WriteError.exit_code, str(root), *_refused("read_only"))
+    _one_error_line(["eval", imported, "--testset", tmp_path / "meta.lst", "--out", root / "ev"], capfd,
+                    WriteError.exit_code, str(root), *_refused("read_only"))
+    assert _listing(root) == before
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_export_f5_out(kind: str, disk, imported: Path, capfd: pytest.CaptureFixture) -> None:
     root = disk(kind)

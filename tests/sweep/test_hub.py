@@ -158,3 +158,42 @@ def test_init_from_takes_a_run_folder_of_a_repository(hf_home: Path, no_network:
     with pytest.raises(CheckpointError, match=r"hf://me/runs/e12: not found .* in the Hugging Face cache .*hf download me/runs --include 'e12/\*'"):
         train([REPO / "gin" / "debug.gin"], (), out=tmp_path / "run", init_from=Path("hf://me/runs/e12"), device="cpu")
     assert not (tmp_path / "run").exists() and no_network == []
+
+
+def test_synthesize_eval_and_report_take_hf_references(hf_home: Path, no_network: list[str], tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       capfd: pytest.CaptureFixture) -> None:
+    """Every path argument that takes a checkpoint or run resolves hf:// as import-f5 and
+    --init-from do (flowkit.hub.resolve): a run kept in a hub repository, read from the cache."""
+    from typer.testing import CliRunner
+
+    from flowkit.checkpoints.files import resolve_checkpoint
+    from flowkit.cli.app import app
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from tiny_checkpoint import save_tiny_checkpoint
+
+    made = tmp_path / "made"
+    save_tiny_checkpoint(made, ["hello there"])
+    files = {f"run/{p.relative_to(made)}": p.read_bytes() for p in made.rglob("*") if p.is_file()}
+    snapshot = lay_out(hf_home, "me/runs", files)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert resolve_checkpoint("hf://me/runs/run") == snapshot / "run" / "checkpoints" / "step-00000003"
+
+    def cli(*argv: object) -> tuple[int, str]:
+        capfd.readouterr()
+        result = CliRunner().invoke(app, [str(a) for a in argv])
+        assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+        return result.exit_code, capfd.readouterr().err + result.output
+
+    wav = tmp_path / "hello.wav"
+    code, said = cli("synthesize", "hf://me/runs/run", "--text", "hello", "--seconds", "0.3", "--steps", "1",
+                     "--out", wav)
+    assert code == 0 and wav.is_file(), said
+    code, said = cli("report", "hf://me/runs/run", "--out", tmp_path / "report")
+    assert code == 0 and (tmp_path / "report" / "report.html").is_file(), said
+    code, said = cli("eval", "hf://me/runs/run", "--testset", tmp_path / "meta.lst")
+    assert code == ConfigError.exit_code and "hf://me/runs/run is a checkpoint on the Hugging Face Hub; give --out" in said
+    code, said = cli("synthesize", "hf://me/runs/gone", "--text", "hello", "--out", wav)
+    assert code == CheckpointError.exit_code and "hf://me/runs/gone: not found" in said and "hf:/me" not in said
+    assert no_network == []
