@@ -32,7 +32,7 @@ GEMMs and the other counted products at the GEMM rate, attention at its rate), t
 that allows, and what 80 % would leave for the work that carries no counted FLOPs.
 
 Before the first step each flowkit side chooses its CPU kernels as ``flowkit train`` does
-(`flowkit.model.cpu_kernels.choose_cpu_kernels`, measured at the model's shapes unless
+(`flowkit.converters.cpu.choose_cpu_kernels`, measured at the model's shapes unless
 ``FLOWKIT_CPU_LINEAR`` / ``FLOWKIT_CPU_GROUPED_CONV`` fix them) and prints the
 ``cpu kernels: ...`` line. ``--profile`` profiles 3 more steps of each flowkit side and prints
 where its step goes (`breakdown`): block GEMMs, attention, convolutions, element-wise work,
@@ -126,9 +126,10 @@ class FlowkitSide:
         config = DiTConfig(preset="small", dim=DIM, depth=DEPTH, heads=HEADS, ff_mult=FF_MULT, text_dim=text_dim,
                            conv_layers=conv_layers, dropout=DROPOUT, text_path=text_path)
         self.model = config.build(MEL, VOCAB, 1)
-        from flowkit.model.cpu_kernels import choose_cpu_kernels
+        from flowkit.converters.cpu import choose_cpu_kernels, convert_cpu_kernels
 
         self.kernels = choose_cpu_kernels(self.model)  # as flowkit train does before its first step
+        convert_cpu_kernels(self.model, self.kernels.kernels)
         # flowkit's own optimizer (flowkit.train.run): AdamW, fused on the CPU too
         self.opt = build_optimizer(self.model, lr=1e-4, betas=(0.9, 0.999), weight_decay=0.01,
                                    device=torch.device("cpu"))
@@ -229,15 +230,15 @@ def gemm_rate(tokens: int, reps: int = 5) -> tuple[float, float, str]:
     best kernel: per block 4 ``[T c] x [c c]`` products (q, k, v, out) and the feed-forward
     ``[T c] x [c f c]``, ``[T f c] x [f c c]``, each forward, input gradient and weight
     gradient (`_three_products`); ``T = tokens``. Timed through ``torch.mm`` (MKL) and
-    oneDNN's (`flowkit.model.cpu_kernels`, where this torch build has it); the faster of the
+    oneDNN's (`flowkit.converters.cpu_kernels`, where this torch build has it); the faster of the
     two is the machine's rate at these shapes."""
-    from flowkit.model import cpu_kernels
+    from flowkit.converters import cpu_kernels
 
     shapes = [(DIM, DIM)] * 4 + [(DIM, FF_MULT * DIM), (FF_MULT * DIM, DIM)]
     g = torch.Generator().manual_seed(0)
     mms = {"mkl": lambda a, b: torch.mm(a, b.t())}
-    if cpu_kernels._ONEDNN_LINEAR is not None:
-        mms["onednn"] = cpu_kernels._onednn_mm
+    if cpu_kernels.onednn_linear_kernel() is not None:
+        mms["onednn"] = cpu_kernels.onednn_mm
     flops, kernels = 0.0, dict.fromkeys(mms, 0.0)
     for k_in, k_out in dict.fromkeys(shapes):
         count = shapes.count((k_in, k_out)) * DEPTH
@@ -378,21 +379,21 @@ def profile(name: str, step, median_s: float, steps: int = 3, rows: int = 10) ->
 
 def conv_kernels(fk: FlowkitSide, text_path: str, steps: int) -> None:
     """flowkit's median step with each grouped-convolution kernel in force, the kernels
-    alternated step by step (one warm-up each, `flowkit.model.cpu_kernels._median_ms`); the
+    alternated step by step (one warm-up each, `flowkit.converters.cpu._median_ms`); the
     measured choice is put back after."""
-    from flowkit.model.cpu_kernels import KERNELS, _median_ms, current_kernels, use_kernels
+    from flowkit.converters.cpu import KERNELS, _median_ms, convert_cpu_kernels, converted_kernels
 
     def step_with(kernel: str):
         def once() -> None:
-            use_kernels(grouped_conv=kernel)
+            convert_cpu_kernels(fk.model, {"grouped_conv": kernel})
             fk.step()
         return once
 
-    chosen = current_kernels()["grouped_conv"]
+    chosen = converted_kernels(fk.model)["grouped_conv"]
     try:
         med = _median_ms({k: step_with(k) for k in KERNELS["grouped_conv"]}, steps)
     finally:
-        use_kernels(grouped_conv=chosen)
+        convert_cpu_kernels(fk.model, {"grouped_conv": chosen})
     line = ", ".join(f"{k} {m:.1f} ms ({m / med['torch']:.3f})" for k, m in med.items())
     print(f"{text_path:9s}: flowkit step per grouped-conv kernel (x torch's): {line}")
 

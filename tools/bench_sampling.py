@@ -21,7 +21,7 @@ fixed-grid Euler integrator of the same grid is used, and the tool says so.
 
 Prints each side's median call and ``ratio flowkit/F5: X`` per batch size and text path
 (target <= 0.80). flowkit samples with the linear kernel that
-`flowkit.model.cpu_kernels.sampling_kernels` measures faster for forward passes, as
+`flowkit.converters.cpu.sampling_kernels` measures faster for forward passes, as
 ``flowkit synthesize`` and ``flowkit eval`` do, and prints the choice. ``--reference`` also
 times flowkit's plain path (two full forward passes per step,
 `flowkit.synth.sample._synthesize(reference=True)`), the path this sampler replaced;
@@ -133,7 +133,7 @@ class FlowkitSampler:
         # once; choose=False keeps the kernels in force (what sampling ran with before)
         self.kernels: dict[str, str] | None = None
         if choose:
-            from flowkit.model.cpu_kernels import sampling_kernels
+            from flowkit.converters.cpu import sampling_kernels
 
             with sampling_kernels(self.model) as choice:
                 self.kernels = {**choice.kernels, "onednn_min_rows": choice.onednn_min_rows}
@@ -142,7 +142,7 @@ class FlowkitSampler:
     def __call__(self) -> torch.Tensor:
         from contextlib import nullcontext
 
-        from flowkit.model.cpu_kernels import sampling_kernels
+        from flowkit.converters.cpu import sampling_kernels
 
         with nullcontext() if self.kernels is None else sampling_kernels(self.model, recorded=self.kernels):
             return self._sample()

@@ -14,7 +14,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flowkit.model.cpu_kernels import Dropout, Linear
 from flowkit.model.packing import PackedIndex
 
 __all__ = ["Attention", "apply_rotary", "rotary_tables", "rotary_tables_on_heads", "segment_attention"]
@@ -97,9 +96,9 @@ class Attention(nn.Module):
     def __init__(self, dim: int, heads: int, dropout: float) -> None:
         super().__init__()
         self.heads = heads
-        self.qkv = Linear(dim, 3 * dim)
-        self.out = Linear(dim, dim)
-        self.drop = Dropout(dropout)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.out = nn.Linear(dim, dim)
+        self.drop = nn.Dropout(dropout)
 
     def forward(
         self,

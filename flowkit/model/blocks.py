@@ -16,8 +16,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from flowkit.model.cpu_kernels import GroupedConv1d, Linear
-
 __all__ = ["ConvNeXtBlock", "ConvPositionEmbedding", "GlobalResponseNorm", "masked", "mish"]
 
 
@@ -55,9 +53,9 @@ class ConvNeXtBlock(nn.Module):
         super().__init__()
         self.dwconv = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=dim)
         self.norm = nn.LayerNorm(dim, eps=1e-6)
-        self.up = Linear(dim, 2 * dim)
+        self.up = nn.Linear(dim, 2 * dim)
         self.grn = GlobalResponseNorm(2 * dim)
-        self.down = Linear(2 * dim, dim)
+        self.down = nn.Linear(2 * dim, dim)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """``x [b L c]``, ``mask [b L]`` the valid positions (None: all)."""
@@ -77,29 +75,22 @@ class ConvNeXtBlock(nn.Module):
 class ConvPositionEmbedding(nn.Module):
     """Two grouped convolutions (kernel 31 in F5-TTS) added to the input: local context and a
     sense of relative position before the first attention layer. SiLU replaces F5-TTS's Mish:
-    the same shape of curve, and several times cheaper to differentiate on the CPU. The
-    convolutions run torch's own CPU kernel (`flowkit.model.cpu_kernels.GroupedConv1d`)."""
+    the same shape of curve, and several times cheaper to differentiate on the CPU."""
 
     def __init__(self, dim: int, kernel: int, f5: bool = False) -> None:
         super().__init__()
         groups = math.gcd(16, dim)
         self.act = mish if f5 else F.silu
-        self.conv1 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
-        self.conv2 = GroupedConv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
+        self.conv1 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
+        self.conv2 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None, *, sampling: bool = False) -> torch.Tensor:
-        """``x [b n c]`` plus the embedding; ``mask [b n]`` the valid frames (None: all).
-        ``sampling`` (under ``torch.no_grad()`` only): the convolutions' inference kernel
-        (`flowkit.model.cpu_kernels.GroupedConv1d.forward_without_grad`), the same values to
-        float32 rounding."""
-        conv1, conv2 = (
-            (self.conv1.forward_without_grad, self.conv2.forward_without_grad) if sampling else (self.conv1, self.conv2)
-        )
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """``x [b n c]`` plus the embedding; ``mask [b n]`` the valid frames (None: all)."""
         drop = None if mask is None else ~mask[:, None, :]  # [b 1 n]: masks in the conv layout
-        h = self.act(conv1(masked(x, mask).transpose(1, 2)))  # [b c n]
+        h = self.act(self.conv1(masked(x, mask).transpose(1, 2)))  # [b c n]
         if drop is not None:
             h = h.masked_fill(drop, 0.0)
-        h = self.act(conv2(h))
+        h = self.act(self.conv2(h))
         if drop is not None:
             h = h.masked_fill(drop, 0.0)
         return x + h.transpose(1, 2)

@@ -17,7 +17,6 @@ from torch import nn
 
 from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
 from flowkit.model.conditions import Conditions
-from flowkit.model.cpu_kernels import Linear
 from flowkit.model.f5_arch import f5_time_sinusoid
 
 __all__ = ["EmotionEmbedding", "GlobalEmbedding", "TimeEmbedding", "sinusoidal_embedding"]
@@ -46,7 +45,7 @@ class TimeEmbedding(nn.Module):
     def __init__(self, dim: int, f5: bool = False) -> None:
         super().__init__()
         self.f5 = f5
-        self.mlp = nn.Sequential(Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), Linear(dim, dim))
+        self.mlp = nn.Sequential(nn.Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), nn.Linear(dim, dim))
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
         return self.mlp(sinusoidal_embedding(t, _TIME_FREQ_DIM, f5=self.f5))
@@ -59,7 +58,7 @@ class EmotionEmbedding(nn.Module):
         super().__init__()
         self.emotion = nn.Embedding(len(EMOTIONS) + 1, dim)
         # Inputs: intensity (0 where unknown) and the known flag, so "unknown" is not "intensity 0".
-        self.intensity = Linear(2, dim)
+        self.intensity = nn.Linear(2, dim)
 
     def forward(self, cond: Conditions) -> torch.Tensor:
         known = cond.emotion_known

@@ -5,7 +5,10 @@ The DiT itself lives in modules of their own names: the network and its forward 
 (`flowkit.model.dit_network`: the module's docstring tells the architecture), its
 transformer blocks (`flowkit.model.dit_blocks`), and what a sampler's steps share
 (`flowkit.model.dit_sampling`). `DiT`, `ModelOutput` and `SamplingConditions` are
-importable from here as well, where checkpoints, synthesis and tests have always found them.
+importable from here as well.
+
+The network holds standard ``torch.nn`` layers only; what a run changes in a built model
+(CPU kernels, activation checkpointing) is applied by `flowkit.converters`.
 """
 
 from __future__ import annotations
@@ -66,10 +69,6 @@ class DiTConfig:
     text_path: str = "unaligned"  # unaligned (F5-TTS) | aligned (E11: unit timings + durations)
     dur_cond: str = "none"  # none | emotion (E13: emotion FiLM on the duration head)
     conv_pos_kernel: int = 31  # convolutional position embedding as in F5-TTS; 0 = off
-    # Recompute each block's activations in the backward pass (F5-TTS checkpoint_activations):
-    # about a third more compute for a fraction of the activation memory. Not part of the
-    # architecture (a checkpoint trained either way loads either way).
-    checkpoint_activations: bool = False
     # flowkit | f5_v1 | f5_base: F5-TTS's arithmetic (flowkit.model.f5_arch) so its weights load
     arch: str = "flowkit"
     # language, emotion, rate, loudness into adaLN; F5-TTS has none (its imports: False)
@@ -127,10 +126,7 @@ class DiTConfig:
         return {k: (base[k] if getattr(self, k) is None else getattr(self, k)) for k in SIZE_FIELDS}
 
     def to_dict(self) -> dict[str, Any]:
-        """Resolved config (preset plus every effective size) for checkpoints; JSON-safe.
-
-        Runtime settings that do not change the network (``checkpoint_activations``) are
-        left out, so turning them on or off never makes two configs differ."""
+        """Resolved config (preset plus every effective size) for checkpoints; JSON-safe."""
         return {
             "preset": self.preset,
             **self.sizes(),
@@ -149,7 +145,7 @@ class DiTConfig:
         Raises:
             ConfigError: an unknown field (names it) or an invalid value.
         """
-        known = {f.name for f in attrs.fields(cls)} - {"checkpoint_activations"}
+        known = {f.name for f in attrs.fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
             raise ConfigError(f"model config has unknown fields {unknown}; known: {sorted(known)}")

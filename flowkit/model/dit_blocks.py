@@ -16,7 +16,6 @@ import torch.nn.functional as F
 from torch import nn
 
 from flowkit.model.attention import Attention
-from flowkit.model.cpu_kernels import Dropout, Linear
 from flowkit.model.packing import PackedIndex
 
 __all__ = ["DiTBlock", "FinalLayer"]
@@ -28,17 +27,17 @@ class DiTBlock(nn.Module):
 
     def __init__(self, dim: int, heads: int, ff_mult: int, dropout: float) -> None:
         super().__init__()
-        self.modulation = Linear(dim, 6 * dim)
+        self.modulation = nn.Linear(dim, 6 * dim)
         nn.init.zeros_(self.modulation.weight)
         nn.init.zeros_(self.modulation.bias)
         self.attn_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.attn = Attention(dim, heads, dropout)
         self.ff_norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
         self.ff = nn.Sequential(
-            Linear(dim, ff_mult * dim),
+            nn.Linear(dim, ff_mult * dim),
             nn.GELU(approximate="tanh"),
-            Dropout(dropout),
-            Linear(ff_mult * dim, dim),
+            nn.Dropout(dropout),
+            nn.Linear(ff_mult * dim, dim),
         )
 
     def forward(
@@ -63,9 +62,9 @@ class FinalLayer(nn.Module):
 
     def __init__(self, dim: int, out_dim: int) -> None:
         super().__init__()
-        self.modulation = Linear(dim, 2 * dim)
+        self.modulation = nn.Linear(dim, 2 * dim)
         self.norm = nn.LayerNorm(dim, elementwise_affine=False, eps=1e-6)
-        self.proj = Linear(dim, out_dim)
+        self.proj = nn.Linear(dim, out_dim)
         for layer in (self.modulation, self.proj):
             nn.init.zeros_(layer.weight)
             nn.init.zeros_(layer.bias)

@@ -38,14 +38,12 @@ from typing import Any
 
 import attrs
 import torch
-import torch.utils.checkpoint
 from torch import nn
 
 from flowkit.model.attention import rotary_tables, rotary_tables_on_heads
 from flowkit.model.blocks import ConvPositionEmbedding, masked
 from flowkit.model.conditioning import GlobalEmbedding, TimeEmbedding
 from flowkit.model.conditions import Conditions
-from flowkit.model.cpu_kernels import Linear
 from flowkit.model.dit_blocks import DiTBlock, FinalLayer
 from flowkit.model.dit_sampling import SamplingConditions, forward_prepared, prepare_sampling
 from flowkit.model.duration_head import DurationHead
@@ -102,7 +100,7 @@ class DiT(nn.Module):
             )
             # Frames of a valid region that no character covers (pauses between units).
             self.gap = nn.Parameter(torch.zeros(text_dim))
-        self.input_proj = Linear(2 * latent_dim + text_dim, dim)
+        self.input_proj = nn.Linear(2 * latent_dim + text_dim, dim)
         self.conv_pos = (
             ConvPositionEmbedding(dim, cfg.conv_pos_kernel, f5=f5) if cfg.conv_pos_kernel else None
         )
@@ -111,7 +109,7 @@ class DiT(nn.Module):
         self.blocks = nn.ModuleList(
             DiTBlock(dim, s["heads"], s["ff_mult"], float(s["dropout"])) for _ in range(s["depth"])
         )
-        self.long_skip = Linear(2 * dim, dim, bias=False) if cfg.long_skip else None
+        self.long_skip = nn.Linear(2 * dim, dim, bias=False) if cfg.long_skip else None
         self.final = FinalLayer(dim, latent_dim)
 
     def compile_blocks(self, **options: Any) -> None:
@@ -264,10 +262,7 @@ class DiT(nn.Module):
             h = packed.pack(h)
         skip = h
         for block in self.blocks:
-            if self.cfg.checkpoint_activations and self.training and torch.is_grad_enabled():
-                h = torch.utils.checkpoint.checkpoint(block, h, c, rope, packed, use_reentrant=False)
-            else:
-                h = block(h, c, rope, packed)
+            h = block(h, c, rope, packed)
         if self.long_skip is not None:
             h = self.long_skip(torch.cat([h, skip], dim=-1))
         out = self.final(h, c, packed)

@@ -19,10 +19,10 @@ from typing import Any
 
 import attrs
 import torch
+import torch.nn.functional as F
 
 from flowkit.model.blocks import masked
 from flowkit.model.conditions import Conditions
-from flowkit.model.cpu_kernels import linear
 from flowkit.model.packing import PackedIndex, PackLayout
 
 __all__ = ["SamplingConditions", "forward_prepared", "prepare_sampling"]
@@ -97,7 +97,7 @@ def prepare_sampling(model: Any, cond: Conditions, *, guidance: bool, phase: str
         features.append(torch.cat([prompt, shown], dim=-1))
     d = model.latent_dim
     weight = model.input_proj.weight
-    base = linear(torch.cat(features), weight[:, d:].contiguous(), model.input_proj.bias)
+    base = F.linear(torch.cat(features), weight[:, d:].contiguous(), model.input_proj.bias)
     g = len(passes)
     device = frame.device
     if dense:
@@ -135,10 +135,10 @@ def forward_prepared(model: Any, x_t: torch.Tensor, t: torch.Tensor, s: Sampling
             f"x_t {tuple(x_t.shape)} does not match the prepared frame_mask "
             f"{tuple(s.cond.frame_mask.shape)} and latent_dim {model.latent_dim}"
         )
-    h = linear(masked(x_t, s.valid), s.x_weight)  # x_t's share, once for every pass
+    h = F.linear(masked(x_t, s.valid), s.x_weight)  # x_t's share, once for every pass
     h = (s.base.view(g, b, n, -1) + h).view(g * b, n, -1)
     if model.conv_pos is not None:
-        h = model.conv_pos(h, s.valid_rows, sampling=not torch.is_grad_enabled())
+        h = model.conv_pos(h, s.valid_rows)
     c = model.time(t.to(x_t.device))
     if s.globals is not None:
         c = c + s.globals

@@ -17,7 +17,6 @@ from flowkit.data.labels import N_RATE_BUCKETS
 from flowkit.model.blocks import masked
 from flowkit.model.conditioning import EmotionEmbedding
 from flowkit.model.conditions import Conditions
-from flowkit.model.cpu_kernels import Linear
 
 __all__ = ["DurationFiLM", "DurationHead"]
 
@@ -33,7 +32,7 @@ class DurationFiLM(nn.Module):
     def __init__(self, hidden: int) -> None:
         super().__init__()
         self.emotion = EmotionEmbedding(hidden)
-        self.proj = Linear(hidden, 2 * hidden)
+        self.proj = nn.Linear(hidden, 2 * hidden)
         nn.init.zeros_(self.proj.weight)
         nn.init.zeros_(self.proj.bias)
 
@@ -61,7 +60,7 @@ class DurationHead(nn.Module):
         self.film = DurationFiLM(hidden) if emotion else None
         self.mid = nn.Conv1d(hidden, hidden, 3, padding=1)
         self.norm2 = nn.LayerNorm(hidden)
-        self.out = Linear(hidden, 1)
+        self.out = nn.Linear(hidden, 1)
 
     def forward(self, chars: torch.Tensor, mask: torch.Tensor, cond: Conditions) -> torch.Tensor:
         h = self.inp(masked(chars, mask).transpose(1, 2)).transpose(1, 2)

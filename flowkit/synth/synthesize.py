@@ -179,9 +179,9 @@ def synthesize_file(
     import soundfile as sf
 
     from flowkit.console import Progress
+    from flowkit.converters.cpu import sampling_kernels
     from flowkit.flow.solvers import time_grid
     from flowkit.io import atomic_write_bytes
-    from flowkit.model.cpu_kernels import sampling_kernels
     from flowkit.synth.checks import cut_prompt, prompt_warnings, text_warnings
     from flowkit.synth.inference import generate, load_inference_model
     from flowkit.synth.level import fit_level
@@ -293,7 +293,7 @@ def synthesize_file(
     grid = [float(t) for t in time_grid(steps, "cpu", getattr(im.solver, "sway", None))]
     frames_out, audios, sr = 0, [], 0
     show = progress and (len(pieces) > 1 or total / im.frame_rate > PROGRESS_SECONDS)
-    # the linear kernel faster for forward passes on this CPU, measured once (cpu_kernels)
+    # the CPU kernels faster for forward passes on this machine, measured once (flowkit.converters.cpu)
     with sampling_kernels(im.model):
         # one unit per ODE step and one for the vocoder, per piece
         with Progress("synthesising", len(pieces) * (steps + 1), unit="steps", plain_every=steps + 1,

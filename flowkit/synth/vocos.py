@@ -21,8 +21,8 @@ Why own code: the ``vocos`` package imports torchaudio for its feature extractor
 torchaudio does not load beside the torch flowkit runs on; decoding needs none of it. The
 network is torch's own layers and ``torch.istft`` (the call the reference makes for
 "center" padding), named like the published state dict so it loads unchanged. Unlike the
-reference, the backbone keeps its activations frames-major (`ConvNeXtBlock`): 0.92-0.93x
-the reference's decode time on 2 threads of an Intel Xeon (docs/performance.md).
+reference, the backbone keeps its activations frames-major (`ConvNeXtBlock`), which decodes
+faster than the reference's layout (docs/performance.md).
 ``tests/synth/test_vocos.py`` holds `VocosNet.decode` to <= 1e-4 max abs against the
 reference ``Vocos.decode`` (fixtures written by ``tools/vocos_fixtures.py`` from
 charactr-platform/vocos at commit 86db50a025ecaddf864366d5dbfc83554ceedc60).
@@ -38,8 +38,8 @@ import attrs
 import torch
 from torch import nn
 
+from flowkit.converters.cpu_kernels import channels_last_conv1d
 from flowkit.errors import CheckpointError
-from flowkit.model.cpu_kernels import channels_last_conv1d
 
 __all__ = [
     "CONFIG_FILE", "WEIGHTS_FILE", "LoadedVocos", "VocosConfig", "VocosNet", "check_directory", "fit_state",
@@ -193,7 +193,7 @@ class ConvNeXtBlock(nn.Module):
 
     ``forward(x [b n h], mask [b n 1] | None) -> [b n h]``, frames-major throughout: the
     depthwise convolution runs in the channels-last layout on the activations as they lie
-    (`flowkit.model.cpu_kernels.channels_last_conv1d`), so no block transposes its input or
+    (`flowkit.converters.cpu_kernels.channels_last_conv1d`), so no block transposes its input or
     output (the reference keeps ``[b h n]`` and transposes around every LayerNorm and MLP).
     Frames where ``mask`` is 0 are zeroed before the convolution, so a padded item decodes
     as it would alone.

@@ -50,6 +50,7 @@ RESUME_ALLOW: tuple[str, ...] = (
     "Trainer.prefetch_steps",
     "Trainer.batch_workers",
     "Trainer.gc_every",
+    "Trainer.activation_checkpointing",  # recomputes the same activations: the same numbers
     "Trainer.peak_tflops",
     "Trainer.memory_check",
     "Trainer.max_memory_gb",

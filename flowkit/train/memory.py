@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 import torch
 
+from flowkit.converters.checkpointing import is_checkpointed
 from flowkit.errors import ConfigError
 
 __all__ = ["MemoryEstimate", "MemoryError_", "available_bytes", "check_memory", "estimate_memory", "worst_batch"]
@@ -79,12 +80,13 @@ def estimate_memory(
 ) -> MemoryEstimate:
     """Peak bytes of a training step of ``model`` (a DiT) on one batch (see the module docstring).
 
-    ``checkpointing`` defaults to the model's ``checkpoint_activations``.
+    ``checkpointing`` defaults to whether the model's blocks are checkpointed
+    (`flowkit.converters.checkpointing`, ``Trainer.activation_checkpointing``).
     """
     s = model.cfg.sizes()
     c, td, depth, f, layers, h = s["dim"], s["text_dim"], s["depth"], s["ff_mult"], s["conv_layers"], s["dur_hidden"]
     if checkpointing is None:
-        checkpointing = bool(model.cfg.checkpoint_activations)
+        checkpointing = is_checkpointed(model)
     el = 3.0 if autocast else 4.0
     b = len(item_frames)
     frames = sum(item_frames)
@@ -155,7 +157,7 @@ def check_memory(estimate: MemoryEstimate, device: torch.device, *, limit_gb: fl
     if estimate.total > avail:
         raise MemoryError_(
             f"this run cannot fit: {line}; on a CPU add gin/cpu.gin after the experiment, or lower "
-            "batch_sampler.frame_budget.frame_budget, or set model.dit.checkpoint_activations = True "
+            "batch_sampler.frame_budget.frame_budget, or set Trainer.activation_checkpointing = True "
             "(Trainer.memory_check = False skips this check)"
         )
     return line
@@ -201,7 +203,7 @@ def step0_check(model: Any, builder: Any, sampler: Any, lengths: Sequence[int], 
             raise MemoryError_(
                 f"forward + backward of the costliest batch ({len(indices)} items, {sum(frames)} frames) ran out of "
                 f"memory on {torch.cuda.get_device_name(device)} at step 0 ({line}); lower "
-                "batch_sampler.frame_budget.frame_budget or set model.dit.checkpoint_activations = True"
+                "batch_sampler.frame_budget.frame_budget or set Trainer.activation_checkpointing = True"
             ) from None
         finally:
             model.zero_grad(set_to_none=True)

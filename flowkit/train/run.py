@@ -42,10 +42,10 @@ from flowkit.batching.host_memory import keep_freed_memory
 from flowkit.checkpoints import files as checkpoint
 from flowkit.checkpoints.synthesis_meta import SYNTHESIS_KEY, synthesis_meta
 from flowkit.console import say, warn
+from flowkit.converters.cpu import choose_cpu_kernels, convert_cpu_kernels
 from flowkit.data.encoder_records import vocoder_record
 from flowkit.errors import CheckpointError, ConfigError, DataError, FlowkitError, ResumeError
 from flowkit.loggers.jsonl import truncate_after_step
-from flowkit.model.cpu_kernels import choose_cpu_kernels
 from flowkit.train import distributed
 from flowkit.train.adapted import adapter_record, restore_origin
 from flowkit.train.loop import TrainingLoop
@@ -327,7 +327,7 @@ def _run(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.dev
         meta = _checkpoint_meta(parsed, settings, parts, restored, ctx)
         if adapter_record(parts.model) is not None:
             meta["adapter"] = adapter_record(parts.model)
-        meta["cpu_kernels"] = _cpu_kernels(parts, device, origin, ctx)
+        meta["cpu_kernels"] = _maybe_convert_cpu(parts, settings, device, origin, ctx)
         if ctx.is_main:
             _write_workspace(workspace, parsed, settings, parts, device, meta, origin,
                              lock_takeover=lock_takeover, step=step)
@@ -418,16 +418,19 @@ def _remove_new_files(root: Path, before: set[str] | None) -> None:
             path.unlink(missing_ok=True)
 
 
-def _cpu_kernels(parts: RunParts, device: torch.device, origin: Origin, ctx: distributed.DistContext) -> dict | None:
-    """Choose this run's CPU kernels (`flowkit.model.cpu_kernels.choose_cpu_kernels`: measured
-    at the model's shapes; a resume re-uses its checkpoint's record, so it trains the same
-    bits), print them in one line and return the record for the checkpoints' meta (None on
-    other devices; ranks of a distributed run take the defaults, which all ranks share)."""
-    if device.type != "cpu":
+def _maybe_convert_cpu(parts: RunParts, settings: Trainer, device: torch.device, origin: Origin,
+                       ctx: distributed.DistContext) -> dict | None:
+    """On a CPU run with ``Trainer.cpu_kernels``, convert the model to CPU layers
+    (`flowkit.converters.cpu`) with this run's kernels: measured at the model's shapes, or a
+    resume's recorded ones, so it trains the same bits; print them in one line and return the
+    record for the checkpoints' meta (None: the model keeps torch's own layers). Ranks of a
+    distributed run take the defaults, which all ranks share."""
+    if device.type != "cpu" or not settings.cpu_kernels:
         return None
     resumed = isinstance(origin, Resume)
     recorded = origin.loaded.meta.get("cpu_kernels") if resumed else None
     choice = choose_cpu_kernels(parts.model, resumed=resumed, recorded=recorded, measure=ctx.world_size == 1)
+    convert_cpu_kernels(parts.model, choice.kernels)
     if ctx.is_main:
         say(choice.line())
     return choice.record()
@@ -494,7 +497,7 @@ def _write_workspace(workspace: Workspace, parsed: Any, settings: Trainer, parts
             "lock_taken_over": lock_takeover,
             "metrics_lines_removed": removed,
             "num_parameters": sum(p.numel() for p in parts.model.parameters()),
-            "cpu_kernels": meta.get("cpu_kernels"),  # the kernels chosen at start (None: not a CPU run)
+            "cpu_kernels": meta.get("cpu_kernels"),  # the kernels chosen at start (None: torch's own layers)
             "world_size": meta["world_size"],  # processes training together (torchrun); rank 0 writes
             "plugins": _plugin_versions(),
         },

@@ -161,6 +161,15 @@ class Trainer:
     # collection never fires inside a batch build while the training thread waits for the GIL
     # (flowkit.train.collection). None = Python's automatic collection.
     gc_every: int | None = attrs.field(default=50, validator=_positive)
+    # On a CPU run, swap the model's linear, dropout and grouped-convolution layers for CPU
+    # layers with kernels chosen for this machine at start (flowkit.converters.cpu), the
+    # choice recorded in every checkpoint and replayed on resume; False: torch's own layers.
+    # Fixed for the run: the two differ in the last bits, so a resume refuses a change.
+    cpu_kernels: bool = True
+    # Recompute each DiT block's activations in the backward pass (flowkit.converters.checkpointing):
+    # about a third more compute for a fraction of the activation memory; the same loss and
+    # gradients, so it may change on resume.
+    activation_checkpointing: bool = False
     # torch.compile the DiT's feed-forward and modulation (off: compilation takes minutes for
     # a large model; it needs a C++ compiler on the CPU and Triton on CUDA).
     compile: bool = False

@@ -29,6 +29,8 @@ LAYERS: list[list[str]] = [
     # the checkpoint format: written by training, read by synthesis, reports and interop
     ["flowkit.checkpoints"],
     ["flowkit.data", "flowkit.flow", "flowkit.asr", "flowkit.judges"],
+    # what a run swaps into a built model: CPU kernels, activation checkpointing (torch only)
+    ["flowkit.converters"],
     ["flowkit.model"],
     # adapters on a built model and their checkpoints: trained by train, merged by synth
     ["flowkit.adapters"],

@@ -1,4 +1,4 @@
-"""The CPU kernels of flowkit.model.cpu_kernels compute what the nn modules they replace compute."""
+"""The CPU layers of flowkit.converters.cpu_kernels compute what the nn modules they replace compute."""
 
 from __future__ import annotations
 
@@ -8,14 +8,20 @@ import pytest
 import torch
 from torch import nn
 
-from flowkit.model.cpu_kernels import (
-    _ONEDNN_LINEAR,
-    ONEDNN_MIN_ROWS,
-    Dropout,
-    GroupedConv1d,
-    Linear,
-    reference_kernels,
-)
+from flowkit.converters.cpu import convert_cpu_kernels, revert_cpu_kernels
+from flowkit.converters.cpu_kernels import ONEDNN_MIN_ROWS, onednn_linear_kernel
+
+
+def GroupedConv1d(*args, **kwargs) -> nn.Module:  # noqa: N802 -- a layer as the converter makes it
+    return convert_cpu_kernels(nn.Conv1d(*args, **kwargs))
+
+
+def Linear(*args, **kwargs) -> nn.Module:  # noqa: N802
+    return convert_cpu_kernels(nn.Linear(*args, **kwargs))
+
+
+def Dropout(*args, **kwargs) -> nn.Module:  # noqa: N802
+    return convert_cpu_kernels(nn.Dropout(*args, **kwargs))
 
 
 @pytest.mark.parametrize(("channels", "kernel", "groups"), [(64, 31, 16), (32, 7, 32), (24, 3, 1)])
@@ -40,6 +46,7 @@ def test_grouped_conv_equals_nn_conv1d_forward_and_backward(channels, kernel, gr
 
 def test_grouped_conv_leaves_the_mkldnn_switch_as_it_was():
     conv = GroupedConv1d(16, 16, 5, padding=2, groups=4)
+    assert conv.kernel == "torch"
     x = torch.randn(2, 16, 9, requires_grad=True)
     before = torch.backends.mkldnn.enabled
     conv(x).sum().backward()
@@ -113,7 +120,7 @@ def test_linear_equals_nn_linear_forward_and_backward(shape, out):
             torch.testing.assert_close(mine, theirs, rtol=1e-5, atol=1e-4)
 
 
-@pytest.mark.skipif(_ONEDNN_LINEAR is None, reason="oneDNN's linear kernel: x86-64 torch builds only")
+@pytest.mark.skipif(onednn_linear_kernel() is None, reason="oneDNN's linear kernel: x86-64 torch builds only")
 def test_linear_takes_onednn_above_the_row_threshold_only():
     torch.manual_seed(2)
     lin = Linear(32, 16)
@@ -121,10 +128,12 @@ def test_linear_takes_onednn_above_the_row_threshold_only():
     assert torch.equal(lin(small), nn.functional.linear(small, lin.weight, lin.bias))  # the same kernel
     big = torch.randn(4 * ONEDNN_MIN_ROWS, 32, requires_grad=True)
     assert lin(big).grad_fn.name().endswith("_OneDNNLinearBackward")
-    with reference_kernels():
-        assert lin(big).grad_fn.name() == "AddmmBackward0"
-        assert torch.equal(lin(big), nn.functional.linear(big, lin.weight, lin.bias))
-    assert lin(big).grad_fn.name().endswith("_OneDNNLinearBackward")  # switched back on
+    lin.kernel = "mkl"
+    assert lin(big).grad_fn.name() == "AddmmBackward0"
+    assert torch.equal(lin(big), nn.functional.linear(big, lin.weight, lin.bias))
+    revert_cpu_kernels(lin)
+    assert type(lin) is nn.Linear and "kernel" not in vars(lin)
+    assert lin(big).grad_fn.name() == "AddmmBackward0"
 
 
 def test_linear_bfloat16_and_frozen_weights_take_their_paths():

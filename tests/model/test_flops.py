@@ -8,7 +8,6 @@ from model_fixtures import build, collate, make_item
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from flowkit.model.cpu_kernels import reference_kernels
 from flowkit.model.flops import forward_flops, peak_tflops, train_step_flops
 from flowkit.model.packing import PackLayout
 
@@ -16,9 +15,9 @@ from flowkit.model.packing import PackLayout
 def _counted(model, x, t, cond, backward: bool) -> int:
     # The CPU's fused attention kernel has no formula in flop_counter; the math backend
     # runs the same attention as matrix products, which it counts.
-    # flowkit's oneDNN linear layers are counted as the matrix products torch's own run.
+    # The model as DiTConfig.build makes it: torch's own layers, whose products the counter sees.
     counter = FlopCounterMode(display=False)
-    with counter, sdpa_kernel(SDPBackend.MATH), reference_kernels():
+    with counter, sdpa_kernel(SDPBackend.MATH):
         out = model(x, t, cond).output
         if backward:
             out.pow(2).sum().backward()

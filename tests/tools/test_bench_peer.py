@@ -45,22 +45,23 @@ def test_the_text_encoder_sizes_reach_the_flowkit_side() -> None:
 
 
 def test_conv_kernels_times_every_grouped_conv_kernel_and_puts_the_choice_back(capsys: pytest.CaptureFixture[str]) -> None:
-    from flowkit.model.cpu_kernels import KERNELS, current_kernels, use_kernels
+    from torch import nn
+
+    from flowkit.converters.cpu import KERNELS, convert_cpu_kernels, converted_kernels
 
     tool = _tool()
-    before = current_kernels()
-    use_kernels(grouped_conv="channels_last")
     seen = []
 
     class Side:
-        def step(self) -> None:
-            seen.append(current_kernels()["grouped_conv"])
+        model = convert_cpu_kernels(nn.Sequential(nn.Conv1d(32, 32, 7, padding=3, groups=4)),
+                                    {"grouped_conv": "channels_last"})
 
-    try:
-        tool.conv_kernels(Side(), "unaligned", 2)
-        assert current_kernels()["grouped_conv"] == "channels_last"  # the measured choice is back
-    finally:
-        use_kernels(**before)
+        def step(self) -> None:
+            seen.append(converted_kernels(self.model)["grouped_conv"])
+
+    side = Side()
+    tool.conv_kernels(side, "unaligned", 2)
+    assert converted_kernels(side.model)["grouped_conv"] == "channels_last"  # the measured choice is back
     kernels = list(KERNELS["grouped_conv"])
     assert seen == kernels + kernels + kernels[::-1]  # one warm-up each, then alternated
     line = capsys.readouterr().out

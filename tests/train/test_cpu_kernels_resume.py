@@ -1,4 +1,4 @@
-"""A run's CPU kernels (flowkit.model.cpu_kernels.choose_cpu_kernels) are printed at start,
+"""A run's CPU kernels (flowkit.converters.cpu.choose_cpu_kernels) are printed at start,
 recorded in run_info and every checkpoint, and a resumed run re-uses them, so it trains the
 same bits as a run that never stopped even where the environment now says otherwise."""
 
@@ -7,25 +7,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from state_compare import assert_same_tensors, final_state, records
 from train_helpers import train, train_stopped_at
 
 from flowkit.checkpoints import files as checkpoint
-from flowkit.model.cpu_kernels import DEFAULT_KERNELS, current_kernels, use_kernels
+from flowkit.converters.cpu import DEFAULT_KERNELS
 from flowkit.train import run
 
 # the tiny model's products have fewer rows than oneDNN's linear threshold, but its position
 # convolution runs whichever grouped-convolution kernel is in force: the non-default one here
 ENV, KERNEL = "FLOWKIT_CPU_GROUPED_CONV", "onednn"
 assert DEFAULT_KERNELS["grouped_conv"] != KERNEL
-
-
-@pytest.fixture(autouse=True)
-def _kernels_restored():
-    before = current_kernels()
-    yield
-    use_kernels(**before)
 
 
 def test_resume_re_uses_the_recorded_kernels_and_trains_the_same_bits(tiny_store: Path, tmp_path: Path, monkeypatch,
@@ -42,7 +34,6 @@ def test_resume_re_uses_the_recorded_kernels_and_trains_the_same_bits(tiny_store
     last = checkpoint.list_checkpoints(out / "checkpoints")[-1][1]
     assert checkpoint.load_checkpoint(last).meta["cpu_kernels"]["kernels"]["grouped_conv"] == KERNEL
     monkeypatch.delenv(ENV)  # a resume elsewhere: the measurement or the default would pick another kernel
-    use_kernels(**DEFAULT_KERNELS)
     capsys.readouterr()
     assert run.resume(out, device="cpu").status == "completed"
     assert f"grouped conv={KERNEL} (recorded)" in capsys.readouterr().out

@@ -12,6 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 from model_fixtures import LATENT_DIM, N_LANGUAGES, VOCAB, collate, make_item  # noqa: E402
 
 from flowkit.batching.samplers import FrameBudget  # noqa: E402
+from flowkit.converters.checkpointing import apply_activation_checkpointing  # noqa: E402
 from flowkit.model.dit import DiTConfig  # noqa: E402
 from flowkit.model.packing import PackLayout  # noqa: E402
 from flowkit.train.memory import MemoryError_, check_memory, estimate_memory, worst_batch  # noqa: E402
@@ -35,8 +36,9 @@ def _saved_bytes(model, x, t, cond) -> int:
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_activation_estimate_is_within_a_quarter_of_the_saved_tensors(text_path, checkpointing):
     torch.manual_seed(0)
-    model = DiTConfig(preset="small", text_path=text_path, checkpoint_activations=checkpointing).build(
-        LATENT_DIM, VOCAB, N_LANGUAGES).train()
+    model = DiTConfig(preset="small", text_path=text_path).build(LATENT_DIM, VOCAB, N_LANGUAGES).train()
+    if checkpointing:  # what Trainer.activation_checkpointing applies; the estimate reads it off the model
+        apply_activation_checkpointing(model)
     lengths = [180, 150, 120, 90]
     items = [make_item(n, 12, seed=k) for k, n in enumerate(lengths)]
     _, x1, cond = collate(items)
@@ -57,7 +59,7 @@ def test_refusal_is_one_line_with_the_figures_and_the_fixes():
     text = str(err.value)
     assert "\n" not in text
     for needle in ("cannot fit", "GB", "gin/cpu.gin", "batch_sampler.frame_budget.frame_budget",
-                   "model.dit.checkpoint_activations"):
+                   "Trainer.activation_checkpointing"):
         assert needle in text
 
 

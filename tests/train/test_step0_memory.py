@@ -35,7 +35,7 @@ def test_e13_line_on_the_cpu_refuses_or_fits_and_is_never_killed(corpus_dir: Pat
     if proc.returncode != 0 and "cannot fit" in out:
         errors = [ln for ln in out.splitlines() if ln.lower().startswith("error:")]
         assert len(errors) == 1 and "this run cannot fit: estimated peak" in errors[0], out
-        for fix in ("gin/cpu.gin", "batch_sampler.frame_budget.frame_budget", "model.dit.checkpoint_activations"):
+        for fix in ("gin/cpu.gin", "batch_sampler.frame_budget.frame_budget", "Trainer.activation_checkpointing"):
             assert fix in errors[0]
         assert "train 1/" not in out  # refused before step 0
     else:
