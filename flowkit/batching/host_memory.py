@@ -6,10 +6,8 @@ thread a few steps later. With glibc's default settings that memory keeps going 
 kernel: freed space at the top of a heap beyond the trim threshold (dynamically about twice
 the largest freed block) is trimmed, and a thread arena's heap that becomes entirely free
 is unmapped whatever the threshold. The next build then faults its arrays in again page by
-page. On the shared 2-core machine of issue 14 such builds took 10-95 ms instead of 4-6 ms
-(4,000-12,000 minor page faults each, or a few hundred transparent huge pages, which numpy
-asks for on arrays of 4 MB and more, per 200 builds), and they were the data stall of
-``tools/bench_trainer.py``: 44,000-124,000 page faults per 200 builds before, 900-7,800 after.
+page, several times slower than a build that reuses freed memory (figures: docs/performance.md,
+"Batch building").
 
 `keep_freed_memory` sets glibc's mmap threshold to its maximum (32 MB: blocks up to that
 size come from a heap, not from a mapping of their own, which is unmapped on free), the trim
@@ -22,19 +20,16 @@ thread allocates: `flowkit.train.run` calls it first thing, and `StepPrefetcher`
 
 It then grows the heap by `RESERVE` (just under the trim threshold) of address space and
 frees it at once, without writing to it: nothing is faulted in and resident memory does not
-grow, but the heap's free top is then large enough for the first passes' tensors. Without
-it, the step-0 evaluation (which runs before the first training step has grown the heap)
-faulted 600,000-800,000 pages in at every pass, and each pass took 2.5x as long as the same
-pass after one training step (16-18 s against 6-7 s for e13's validation batch on 2 loaded
-cores of an Intel Xeon); with it, 28,000-45,000 after the first pass, and 10-11 s.
+grow, but the heap's free top is then large enough for the first passes' tensors: the
+step-0 evaluation, which runs before the first training step has grown the heap, otherwise
+faults its tensors in page by page at every pass.
 
 It also stops numpy from asking for transparent huge pages (``madvise(MADV_HUGEPAGE)`` on
 every array of 4 MB and more, numpy's default on Linux). Where the kernel's THP ``defrag``
-setting is ``madvise`` (this machine's, and a common default), a huge-page fault on such a
-region compacts memory synchronously first: a batch that needed more memory than any before
-it then took 23-56 ms to collate instead of 11-14 ms (the largest batch of base.gin, in
-``tools/bench_trainer.py``'s stream). Batch arrays are written once and read once, so huge
-pages buy them nothing.
+setting is ``madvise`` (a common default), a huge-page fault on such a region compacts
+memory synchronously first, so a batch that needs more memory than any before it collates
+several times slower. Batch arrays are written once and read once, so huge pages buy them
+nothing.
 """
 
 from __future__ import annotations

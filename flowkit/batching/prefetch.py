@@ -1,8 +1,8 @@
 """Building the next steps' micro-batches while the current step trains, in several workers.
 
 A step on a GPU takes tens of milliseconds; building its batches (pairing, reads from the
-store, collation) takes several milliseconds on the CPU -- an e13 batch 11-16 ms on a
-2-core Xeon, longer than the step it must hide behind -- and now and then much longer
+store, collation) takes several milliseconds on the CPU -- can be longer than the step it
+must hide behind (docs/performance.md, "Batch building") -- and now and then much longer
 when other processes hold the cores. `StepPrefetcher` keeps up to ``ahead`` steps in
 flight (``max(depth, workers)``), so the training thread only waits when the builds fall
 behind by more than that, and builds up to ``workers`` of them at once.
@@ -59,10 +59,8 @@ def default_batch_workers() -> int:
     most `MAX_DEFAULT_WORKERS`.
 
     One core is left to the training thread: on a GPU host it launches the kernels, on a CPU
-    it computes the step. Measured on 2 idle cores of an AMD EPYC (docs/performance.md,
-    "Batch building"): the data stall at a 10 ms step was 1.3 % (base.gin) and 3.0 % (e13)
-    with one build worker, 12.0 % and 13.3 % with two, which fought the training thread and
-    each other for the GIL and the cores."""
+    it computes the step: on two cores a second build worker fights the training thread and
+    the other worker for the GIL and the cores (docs/performance.md, "Batch building")."""
     return max(1, min(MAX_DEFAULT_WORKERS, usable_cores() - 1))
 
 
@@ -92,10 +90,8 @@ class StepPrefetcher(Generic[T]):
 
     One condition variable guards the ready queue and the count of steps in flight: with one
     worker, a `get` whose step is ready takes one lock and wakes the planning thread once
-    (with several, once more after the assembly's result). Through a queue,
-    a lock, a future and a semaphore the same hand-over took a median 36-40 us against
-    22-26 us now, on an idle 2-core Xeon after a 10 ms step (0.4 % of it against 0.2 %;
-    docs/performance.md, "Batch building").
+    (with several, once more after the assembly's result): half the hand-over time of a
+    queue, a lock, a future and a semaphore (docs/performance.md, "Batch building").
 
     Raises:
         ValueError: ``depth < 1`` or ``workers < 1``.

@@ -12,7 +12,7 @@ long, 9.01 s windows every second, each window's raw scores mapped through the p
 calibration polynomials, the windows averaged. flowkit runs the P.835 model itself rather
 than through ``speechmos.dnsmos.run``, which also runs the P.808 model on every window
 (about 60 % of its time, measured) and lets onnxruntime spin one thread per core: here one
-session with ``threads`` threads and no spinning, 0.5 CPU-s per window on this machine.
+session with ``threads`` threads and no spinning (throughput: docs/performance.md).
 """
 
 from __future__ import annotations

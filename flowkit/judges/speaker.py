@@ -7,7 +7,7 @@
 
 Seed-TTS-eval and F5-TTS report SIM with a WavLM-large verification model; resemblyzer is
 the CPU-sized, offline stand-in, so its figures compare runs of flowkit, not papers. On the
-bundled demo clips: same speaker 0.79-0.94, another speaker 0.55-0.71 (issue 25).
+bundled demo clips: same speaker 0.79-0.94, another speaker 0.55-0.71.
 """
 
 from __future__ import annotations

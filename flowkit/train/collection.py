@@ -6,10 +6,8 @@ collection. The batch builders (`flowkit.batching.prefetch`) allocate most of a 
 Python objects, and a run holds hundreds of thousands of long-lived ones (decoded
 segments, the vocabulary, the model's modules), so a collection that reaches the oldest
 generation takes tens of milliseconds and the training thread waits for the GIL behind
-it; on a GPU host the GPU idles meanwhile. Measured on a 2-core Intel Xeon: a full
-collection took 34-38 ms over the trainer's imports alone and 78-104 ms with 200,000
-cached segments; with automatic collection off, the longest wait for a ready batch fell
-from 3.9-4.7 ms to 0.1 ms in one measurement (docs/performance.md, "Batch building").
+it; on a GPU host the GPU idles meanwhile (measurements: docs/performance.md, "Batch
+building").
 
 `GarbageCollection` turns automatic collection off for the loop and collects at fixed
 steps instead, in the training thread: the young generations (``gc.collect(1)``) every
@@ -19,8 +17,7 @@ reference counting still frees every object that is not in a reference cycle at 
 On entry it also moves what the run set up (modules, vocabulary, segment tables) out of
 the collector's reach (``gc.freeze``), and freezes again what survives each full
 collection (the builder's segment cache fills during the loop): a full collection then
-scans only what the loop allocated since the last one (on that Xeon: 4.7 ms for 50,000
-new objects). Frozen objects are still freed by reference counting; only reference cycles
+scans only what the loop allocated since the last one. Frozen objects are still freed by reference counting; only reference cycles
 among them wait for the end of the loop, which unfreezes them. The generations named are CPython's up to 3.13; 3.14's incremental
 collector reads ``gc.collect(1)`` as the young generation and an increment of the old.
 """
