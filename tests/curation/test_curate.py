@@ -1,0 +1,112 @@
+"""flowkit curate as a whole: the lists it writes, a killed run continued to the same list,
+prepare honouring the keep list, the command line. Cheap criteria only (no judge): the
+judges' own criteria are tested in test_criteria.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from flowkit import registry
+from flowkit.curation.run import Curation, curate
+from flowkit.errors import DataError
+
+CHEAP = ("clipping", "silence", "speaking_rate")
+
+
+def _source(tmp_path: Path, demo_clips: Path, n: int = 40) -> Path:
+    """The first ``n`` demo clips as a metadata.csv folder, one transcript made wrong (too long)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    lines = (demo_clips / "metadata.csv").read_text(encoding="utf-8").splitlines()[:n]
+    parts = lines[2].split("|")
+    parts[1] = " ".join(line.split("|")[1] for line in lines[:12])
+    lines[2] = "|".join(parts)
+    (src / "metadata.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (src / "wavs").symlink_to(demo_clips / "wavs")
+    return src
+
+
+def _settings() -> Curation:
+    registry.load_plugins()
+    return Curation(criteria=[registry.build("criterion", n) for n in CHEAP], workers=1, examples=2)
+
+
+def test_curate_writes_the_lists_and_the_page(tmp_path, demo_clips) -> None:
+    src = _source(tmp_path, demo_clips)
+    outcome = curate([src], tmp_path / "cur", settings=_settings(), progress=False)
+    rows = [json.loads(x) for x in (tmp_path / "cur" / "decisions.jsonl").read_text().splitlines()]
+    assert len(rows) == outcome.clips == 40
+    dropped = [r for r in rows if not r["keep"]]
+    assert rows[2]["keep"] is False and rows[2]["reasons"][0].startswith("speaking_rate:")
+    keep = (tmp_path / "cur" / "keep.lst").read_text().split()
+    assert keep == [r["segment_id"] for r in rows if r["keep"]] and len(keep) == 40 - len(dropped)
+    csv_lines = (tmp_path / "cur" / "decisions.csv").read_text().splitlines()
+    assert csv_lines[0] == "segment_id,keep,speaker,language,reasons" and len(csv_lines) == 41
+    page = (tmp_path / "cur" / "curation.html").read_text()
+    assert "speaking_rate" in page and "data:image/png;base64" in page and "data:audio/wav;base64" in page
+    summary = json.loads((tmp_path / "cur" / "curation.json").read_text())
+    assert set(summary["thresholds"]) == set(CHEAP) and summary["kept"] == len(keep)
+    assert (src / "metadata.csv").read_text().count("\n") == 40  # the source is only read
+
+
+def test_a_killed_curation_run_again_gives_the_same_list(tmp_path, demo_clips) -> None:
+    src = _source(tmp_path, demo_clips)
+    whole = tmp_path / "whole"
+    curate([src], whole, settings=_settings(), progress=False)
+    cut = tmp_path / "cut"
+    with pytest.raises(KeyboardInterrupt):
+        curate([src], cut, settings=_settings(), progress=False, stop_after=7)
+    assert len((cut / "measures.jsonl").read_text().splitlines()) == 7
+    assert not (cut / "keep.lst").exists()
+    with open(cut / "measures.jsonl", "a") as f:  # a kill in the middle of a line
+        f.write('{"segment_id": "allison_en_digits')
+    outcome = curate([src], cut, settings=_settings(), progress=False)
+    assert outcome.measured_now == 40 - 7
+    for name in ("keep.lst", "decisions.jsonl", "decisions.csv"):
+        assert (cut / name).read_text() == (whole / name).read_text(), name
+
+
+def test_prepare_keeps_only_the_listed_clips(tmp_path, demo_clips) -> None:
+    from flowkit.data.prepare import prepare_store
+    from flowkit.data.store import StoreReader
+
+    src = _source(tmp_path, demo_clips, n=10)
+    ids = [line.split("|")[0] for line in (src / "metadata.csv").read_text().splitlines()]
+    keep = tmp_path / "keep.lst"
+    keep.write_text("# kept\n" + "\n".join(ids[:4]) + "\n\n")
+    summary = prepare_store([src], tmp_path / "s.zarr", keep=keep, progress=False)
+    reader = StoreReader.open(summary.store)
+    try:
+        assert sorted(reader.strings["segment_id"]) == sorted(ids[:4])
+    finally:
+        reader.close()
+    assert summary.rejected["curated_out"] == 6
+    rejected = [json.loads(x) for x in (summary.store / "rejections.jsonl").read_text().splitlines()]
+    assert sorted(r["segment_id"] for r in rejected if r["reason"] == "curated_out") == sorted(ids[4:])
+    empty = tmp_path / "empty.lst"
+    empty.write_text("# nothing\n")
+    with pytest.raises(DataError, match=r"--keep .*empty.lst lists no segment id"):
+        prepare_store([src], tmp_path / "t.zarr", keep=empty, progress=False)
+    with pytest.raises(DataError, match=r"--keep .*missing.lst: cannot read it"):
+        prepare_store([src], tmp_path / "t.zarr", keep=tmp_path / "missing.lst", progress=False)
+
+
+def test_the_curate_command(tmp_path, demo_clips) -> None:
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    src = _source(tmp_path, demo_clips, n=20)
+    criteria = ", ".join(f"@criterion.{n}()" for n in CHEAP)
+    result = CliRunner().invoke(app, ["curate", str(src), "--out", str(tmp_path / "cur"), "--quiet",
+                                      "-b", f"Curation.criteria = [{criteria}]", "-b", "Curation.workers = 1"])
+    assert result.exit_code == 0, result.output
+    assert "curate: 20 clips" in result.output and "speaking_rate" in result.output
+    wrong = (src / "metadata.csv").read_text().splitlines()[2].split("|")[0]
+    assert wrong not in (tmp_path / "cur" / "keep.lst").read_text().split()
+    bad = CliRunner().invoke(app, ["curate", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")])
+    assert bad.exit_code == 3, bad.output
+    assert "not an input flowkit can read" in bad.output
