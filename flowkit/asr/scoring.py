@@ -16,7 +16,12 @@ import attrs
 from flowkit.asr.normalise import normalise_for_scoring
 from flowkit.errors import ConfigError
 
-__all__ = ["ErrorRates", "error_rates"]
+__all__ = ["UNSEGMENTED_LANGUAGES", "ErrorRates", "error_rates", "headline_metric"]
+
+#: Languages written without spaces between words (ISO 639-1): Chinese, Japanese, Thai, Lao,
+#: Khmer, Burmese, Tibetan. A "word" there is whatever a tokeniser makes of it, so their
+#: error rate is counted in characters (CER), as Seed-TTS-eval scores Chinese.
+UNSEGMENTED_LANGUAGES = ("zh", "ja", "th", "lo", "km", "my", "bo", "yue")
 
 
 @attrs.frozen
@@ -52,3 +57,9 @@ def error_rates(references: Sequence[str], hypotheses: Sequence[str], language: 
     n_words = sum(len(r.split()) for r in refs)
     n_chars = sum(len(r) for r in refs)
     return ErrorRates(wer=float(words.wer), cer=float(chars.cer), words=n_words, chars=n_chars)
+
+
+def headline_metric(language: str) -> str:
+    """``"cer"`` for a language written without spaces between words (`UNSEGMENTED_LANGUAGES`),
+    else ``"wer"``: the error rate that stands for intelligibility in that language."""
+    return "cer" if (language or "en").split("-")[0].lower() in UNSEGMENTED_LANGUAGES else "wer"

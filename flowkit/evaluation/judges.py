@@ -69,6 +69,14 @@ class Judges:
             self.notes.append(f"{kind} judge off ({str(exc).strip()}); its column is empty; {EXTRA_HINT}")
             return None
 
+    def asr_label(self) -> str | None:
+        """The recogniser as every record names it, e.g. ``asr.whisper Systran/faster-whisper-base``
+        (None without one)."""
+        if self.asr is None:
+            return None
+        found = _describe(self.asr, "asr")
+        return f"{found['name']} {found['model']}".strip()
+
     def transcribe(self, audio: np.ndarray, sr: int, language: str) -> str | None:
         """What the recogniser hears, or None without one."""
         if self.asr is None:

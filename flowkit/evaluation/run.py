@@ -197,8 +197,12 @@ def _judge(judges: Judges, audio: np.ndarray, sr: int, item: TestItem, prompt: t
     """Every score of one clip (generated, or a ceiling's)."""
     from flowkit.asr.scoring import headline_metric
 
+    from flowkit.asr.scoring import headline_metric
+
     hypothesis = judges.transcribe(audio, sr, item.language)
     out: dict[str, Any] = {"hypothesis": hypothesis, **_rates(item.text, hypothesis, item.language)}
+    # the judge that heard it and the rate that stands for the language (CER where words are not the unit)
+    out["asr"], out["error_metric"] = judges.asr_label(), headline_metric(item.language)
     # the judge that heard it and the rate that stands for the language (CER where words are not the unit)
     out["asr"], out["error_metric"] = judges.asr_label(), headline_metric(item.language)
     out["sim"] = judges.similarity(audio, sr, *prompt)

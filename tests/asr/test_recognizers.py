@@ -94,6 +94,7 @@ def test_whisper_without_any_model_says_how(tmp_path: Path, monkeypatch) -> None
     from flowkit.asr import recognizers
 
     monkeypatch.setattr(recognizers, "SHIPPED_WHISPER", ())
+    monkeypatch.setattr(recognizers, "SPLIT_WHISPER", ())
     for var in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / "empty"))
     registry.load_plugins()

@@ -54,6 +54,7 @@ def whisper():
 
 def _no_model_anywhere(monkeypatch, tmp_path: Path) -> None:
     monkeypatch.setattr(recognizers, "SHIPPED_WHISPER", ())
+    monkeypatch.setattr(recognizers, "SPLIT_WHISPER", ())
     for var in ("HF_HOME", "HF_HUB_CACHE", "XDG_CACHE_HOME"):
         monkeypatch.setenv(var, str(tmp_path / "empty"))
 
