@@ -41,3 +41,31 @@ def test_resume_re_uses_the_recorded_kernels_and_trains_the_same_bits(tiny_store
     assert resumed["cpu_kernels"]["kernels"]["grouped_conv"] == KERNEL
     assert_same_tensors(final_state(reference), final_state(out))
     assert records(reference) == records(out)
+
+
+def test_a_run_without_cpu_kernels_trains_torchs_own_layers_and_records_none(tiny_store: Path, tmp_path: Path,
+                                                                              monkeypatch, capsys) -> None:
+    """``Trainer.cpu_kernels = False``: no converter, nothing measured or printed, ``None`` in
+    run_info and every checkpoint's meta; with ``Trainer.activation_checkpointing = True`` the
+    blocks are checkpointed from the first step (the model is checked as the loop gets it)."""
+    from flowkit.converters.checkpointing import is_checkpointed
+    from flowkit.converters.cpu_kernels import CpuDropout, CpuLinear
+    from flowkit.train import loop
+
+    seen = []
+    real = loop.TrainingLoop.__init__
+
+    def spy(self, settings, parts, **kw):
+        seen.append(({type(m) for m in parts.model.modules()}, is_checkpointed(parts.model)))
+        real(self, settings, parts, **kw)
+
+    monkeypatch.setattr(loop.TrainingLoop, "__init__", spy)
+    out = tmp_path / "plain"
+    assert train(tiny_store, out, "Trainer.cpu_kernels = False", "Trainer.activation_checkpointing = True",
+                 steps=2).status == "completed"
+    assert "cpu kernels:" not in capsys.readouterr().out
+    kinds, checkpointed = seen[0]
+    assert not {CpuLinear, CpuDropout} & kinds and checkpointed
+    assert json.loads((out / "run_info.json").read_text())["cpu_kernels"] is None
+    last = checkpoint.list_checkpoints(out / "checkpoints")[-1][1]
+    assert checkpoint.load_checkpoint(last).meta["cpu_kernels"] is None
