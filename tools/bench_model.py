@@ -1,10 +1,12 @@
 """Forward+backward time of the model presets on the CPU (median of repeats).
 
-    python tools/bench_model.py [--presets tiny small] [--batch 4] [--frames 200] [--repeats 10]
+    python tools/bench_model.py [--presets tiny small] [--batch 4] [--frames 200] [--repeats 10] [--plain]
 
 Prints one line per preset, text path and thread count: median wall time and median
 process CPU time of one training forward+backward (losses included) of a ``batch x frames``
-batch (80-channel latents, 60-symbol vocabulary), and frames per second of wall time. On a
+batch (80-channel latents, 60-symbol vocabulary), and frames per second of wall time. The
+model runs the CPU layers ``flowkit train`` converts it to (`flowkit.converters.cpu`, kernels
+chosen at the model's shapes); ``--plain`` times torch's own layers instead. On a
 shared, loaded machine the CPU time of a one-thread run is the better estimate of the time
 on an idle one. Nothing is asserted: timings depend on the machine and its load.
 """
@@ -17,6 +19,7 @@ import time
 
 import torch
 
+from flowkit.converters.cpu import choose_cpu_kernels, convert_cpu_kernels
 from flowkit.flow.schedules import FlowMatching
 from flowkit.losses import DurationL1, LossInputs, MaskedMSE
 from flowkit.model.conditions import Conditions
@@ -59,13 +62,15 @@ def make_batch(b: int, n: int, g: torch.Generator) -> tuple[torch.Tensor, torch.
     return torch.randn(b, n, LATENT_DIM, generator=g), x1, cond
 
 
-def time_step(preset: str, text_path: str, b: int, n: int, repeats: int) -> tuple[float, float]:
+def time_step(preset: str, text_path: str, b: int, n: int, repeats: int, plain: bool = False) -> tuple[float, float]:
     """Median ``(wall, CPU)`` seconds of one forward+backward (losses included) after two
-    warm-up steps."""
+    warm-up steps; ``plain``: torch's own layers, else the CPU layers ``flowkit train`` uses."""
     torch.manual_seed(0)
     model = (
         DiTConfig(preset=preset, text_path=text_path).build(LATENT_DIM, VOCAB, N_LANGUAGES).train()
     )
+    if not plain:
+        convert_cpu_kernels(model, choose_cpu_kernels(model).kernels)
     g = torch.Generator().manual_seed(0)
     x0, x1, cond = make_batch(b, n, g)
     schedule = FlowMatching()
@@ -93,16 +98,18 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=4)
     parser.add_argument("--frames", type=int, default=200)
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--plain", action="store_true", help="torch's own layers, without the CPU converter")
     parser.add_argument(
         "--threads", type=int, nargs="+", default=sorted({1, torch.get_num_threads()})
     )
     args = parser.parse_args()
-    print(f"forward+backward of {args.batch} x {args.frames} frames, median of {args.repeats}, CPU")
+    layers = "torch's own layers" if args.plain else "CPU layers (flowkit.converters.cpu)"
+    print(f"forward+backward of {args.batch} x {args.frames} frames, median of {args.repeats}, CPU, {layers}")
     for threads in args.threads:
         torch.set_num_threads(threads)
         for preset in args.presets:
             for text_path in ("unaligned", "aligned"):
-                wall, cpu = time_step(preset, text_path, args.batch, args.frames, args.repeats)
+                wall, cpu = time_step(preset, text_path, args.batch, args.frames, args.repeats, args.plain)
                 fps = args.batch * args.frames / wall
                 print(
                     f"{preset:>8} {text_path:>9} threads={threads}: wall {wall * 1000:8.1f} ms  "
