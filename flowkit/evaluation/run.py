@@ -63,9 +63,11 @@ REJECTIONS = "rejections.jsonl"
 IDENTITY = "eval.json"
 SUMMARY = "summary.json"
 WAVS = "wavs"
-# A prompt longer than this is cut, and its text no longer matches: Seed-TTS-eval prompts
-# are 3-10 s. Far above that so a cut is rare.
-MAX_PROMPT_SECONDS = 30.0
+# Long inputs are handled as `flowkit synthesize` handles them (flowkit.synth.synthesize):
+# a prompt longer than its MAX_PROMPT_SECONDS is cut at a pause with its text in proportion
+# (a warning says so; Seed-TTS-eval prompts are 3-10 s), and a target whose speech would make
+# one piece longer than its MAX_SECONDS (prompt included) is split into pieces at sentence,
+# clause or word boundaries, generated one after another and joined before the vocoder.
 # What a resumed eval must share with the results it continues (``limit`` may change).
 IDENTITY_KEYS = ("checkpoint", "step", "weights", "testset", "testset_sha256", "language", "seed", "nfe", "cfg",
                  "batch", "ceilings", "vocoder", "judges")
@@ -197,12 +199,8 @@ def _judge(judges: Judges, audio: np.ndarray, sr: int, item: TestItem, prompt: t
     """Every score of one clip (generated, or a ceiling's)."""
     from flowkit.asr.scoring import headline_metric
 
-    from flowkit.asr.scoring import headline_metric
-
     hypothesis = judges.transcribe(audio, sr, item.language)
     out: dict[str, Any] = {"hypothesis": hypothesis, **_rates(item.text, hypothesis, item.language)}
-    # the judge that heard it and the rate that stands for the language (CER where words are not the unit)
-    out["asr"], out["error_metric"] = judges.asr_label(), headline_metric(item.language)
     # the judge that heard it and the rate that stands for the language (CER where words are not the unit)
     out["asr"], out["error_metric"] = judges.asr_label(), headline_metric(item.language)
     out["sim"] = judges.similarity(audio, sr, *prompt)
@@ -305,6 +303,32 @@ def _recorded_kernels(out: Path) -> tuple[bool, dict[str, str] | None]:
     return "cpu_kernels" not in old, kernels if isinstance(kernels, dict) else None
 
 
+def _check_texts(ts: TestSet, vocab: Any) -> tuple[TestSet, list[str]]:
+    """``(test set, warnings)``: a line whose target text has no character the model's
+    vocabulary knows (another script, only zero-width or control characters) becomes a
+    rejection ``text_outside_vocabulary`` (the model could only speak noise, and its score
+    would measure nothing); a line with some unknown characters is kept, with a warning
+    line naming them (`flowkit.synth.checks.text_warnings`, as synthesize warns)."""
+    from flowkit.evaluation.testset import TestRejection
+    from flowkit.synth.checks import text_warnings, unknown_symbols
+
+    kept, rejected, warnings = [], list(ts.rejections), []
+    for item in ts.items:
+        unknown, spoken, missing = unknown_symbols(vocab, item.text, item.language)
+        if spoken == 0 or unknown >= spoken:
+            shown = "".join(missing[:12]).encode("unicode_escape").decode("ascii")
+            rejected.append(TestRejection(
+                item.line, item.utt, "text_outside_vocabulary",
+                f"none of the characters of its text{f' ({shown})' if shown else ''} is in the model's vocabulary; "
+                "the model could only speak noise: give text in the script the model was trained on"))
+            continue
+        kept.append(item)
+        warnings += [f"{ts.path}:{item.line} ({item.utt}): {line}"
+                     for line in text_warnings(vocab, item.text, item.language, what="its text")]
+    rejected.sort(key=lambda r: r.line)
+    return attrs.evolve(ts, items=tuple(kept), rejections=tuple(rejected)), warnings
+
+
 def _batches(items: Sequence[TestItem], size: int) -> list[list[TestItem]]:
     """Consecutive runs of ``size`` items: a fixed partition of the list (a prefix of the
     list, ``--limit``, has the same batches but the last)."""
@@ -322,6 +346,8 @@ class _Synthesiser:
         self.settings = settings
         self.encoder = registry.from_record("encoder", dict(im.encoder))
         self.space = list(im.separator_ids)  # the ids of a space (text.vocabs.separator_ids)
+        self.prompt_texts: dict[str, str] = {}  # utt -> the prompt text kept with a cut prompt
+        self.say: Any = None  # called with a line for each piece of a long target (progress)
 
     def encode(self, audio: np.ndarray) -> np.ndarray:
         """Raw latents ``[n d]`` of ``audio`` at the encoder's rate, on one BLAS thread: a
@@ -332,11 +358,23 @@ class _Synthesiser:
         with threadpool_limits(limits=1):
             return np.asarray(self.encoder.encode(audio), dtype=np.float32)
 
-    def prompt(self, item: TestItem) -> tuple[np.ndarray, int]:
-        """The prompt as the model hears it: mono at the encoder's rate, at most MAX_PROMPT_SECONDS."""
-        from flowkit.synth.synthesize import load_prompt_audio
+    def prompt(self, item: TestItem) -> tuple[tuple[np.ndarray, int], str | None]:
+        """``((audio, rate), warning)``: the prompt as the model hears it, mono at the encoder's
+        rate, cut as `flowkit synthesize` cuts it (at most its MAX_PROMPT_SECONDS, at a pause,
+        the prompt text cut in proportion; `prompt_text` then returns the kept text)."""
+        from flowkit.synth.checks import cut_prompt
+        from flowkit.synth.synthesize import MAX_PROMPT_SECONDS, load_prompt_audio
 
-        return load_prompt_audio(item.prompt_wav, dict(self.im.encoder), max_seconds=MAX_PROMPT_SECONDS)
+        wave, sr = load_prompt_audio(item.prompt_wav, dict(self.im.encoder), max_seconds=86400.0)
+        wave, text, cut = cut_prompt(wave, sr, item.prompt_text, MAX_PROMPT_SECONDS, path=item.prompt_wav)
+        if cut is not None:
+            self.prompt_texts[item.utt] = text
+            cut = f"{item.utt}: " + cut.replace("--prompt ", "prompt ", 1).replace("--prompt-text", "its text")
+        return (wave, sr), cut
+
+    def prompt_text(self, item: TestItem) -> str:
+        """What the prompt the model hears says (its text cut with it, see `prompt`)."""
+        return self.prompt_texts.get(item.utt, item.prompt_text)
 
     def vocode_recording(self, audio: np.ndarray, sr: int) -> tuple[np.ndarray, int]:
         """A recording through the encoder and the run's vocoder (the vocoded ceiling)."""
@@ -353,29 +391,21 @@ class _Synthesiser:
 
     def generate(self, batch: Sequence[TestItem], prompts: Sequence[tuple[np.ndarray, int]]) -> list[np.ndarray]:
         """De-normalised latents ``[n_i d]`` of each item's target span."""
-        import torch
-
         from flowkit.data.labels import emotion_id, recorded_buckets
-        from flowkit.synth.sample import (
-            Utterance,
-            generated_latents,
-            inference_conditions,
-            model_prompt,
-            synthesize,
-        )
+        from flowkit.synth.sample import Utterance, inference_conditions, model_prompt
         from flowkit.text.vocabs import encode_text
-        from flowkit.train.randomness import derive_seed
 
         im = self.im
         utterances = []
         for item, (wave, wave_sr) in zip(batch, prompts, strict=True):
             raw = self.encode(wave)
-            rate, loudness = recorded_buckets(wave, wave_sr, item.prompt_text, im.frame_rate, int(raw.shape[0]))
+            said = self.prompt_text(item)
+            rate, loudness = recorded_buckets(wave, wave_sr, said, im.frame_rate, int(raw.shape[0]))
             labelled = bool(item.emotion) and not np.isnan(item.intensity)
             utterances.append(Utterance(
                 text=encode_text(im.vocab, item.text, item.language),
                 prompt=model_prompt(im.stats, raw),
-                prompt_text=encode_text(im.vocab, item.prompt_text, item.language),
+                prompt_text=encode_text(im.vocab, said, item.language),
                 language=im.language_id(item.language),
                 emotion=emotion_id(item.emotion) if item.emotion else 0,
                 intensity=float(item.intensity) if labelled else None,
@@ -383,15 +413,65 @@ class _Synthesiser:
                 loudness=loudness,
             ))
         cond = inference_conditions(im.model, utterances, separator_ids=self.space)
+        lengths = [int(v) for v in cond.frame_mask.sum(dim=1).tolist()]
+        if max(lengths) > self.cap_frames:  # a long target: each utterance alone, a long one in pieces
+            return [self._alone(item, u, n) for item, u, n in zip(batch, utterances, lengths, strict=True)]
+        return self._sample(cond, [f"eval:{item.utt}" for item in batch], lengths)
+
+    @property
+    def cap_frames(self) -> int:
+        """The longest piece of speech, prompt included, in frames (synthesize's MAX_SECONDS)."""
+        from flowkit.synth.synthesize import MAX_SECONDS
+
+        return int(MAX_SECONDS * self.im.frame_rate)
+
+    def _sample(self, cond: Any, streams: Sequence[str], lengths: Sequence[int]) -> list[np.ndarray]:
+        """Integrate the flow for ``cond``, item i from the noise of its own stream ``streams[i]``."""
+        import torch
+
+        from flowkit.synth.sample import generated_latents, synthesize
+        from flowkit.train.randomness import derive_seed
+
+        im = self.im
         b, n = cond.frame_mask.shape
         noise = torch.zeros((b, n, im.model.latent_dim), dtype=torch.float32)
-        lengths = cond.frame_mask.sum(dim=1).tolist()
-        for i, item in enumerate(batch):
-            generator = torch.Generator().manual_seed(derive_seed(self.settings.seed, f"eval:{item.utt}"))
-            noise[i, : int(lengths[i])] = torch.randn((int(lengths[i]), im.model.latent_dim), generator=generator)
+        for i, stream in enumerate(streams):
+            generator = torch.Generator().manual_seed(derive_seed(self.settings.seed, stream))
+            noise[i, : lengths[i]] = torch.randn((lengths[i], im.model.latent_dim), generator=generator)
         latents = synthesize(im.model, cond, schedule=im.schedule, solver=im.solver, steps=self.settings.nfe,
                              cfg_strength=self.settings.cfg, noise=noise)
         return generated_latents(latents, cond, im.stats)
+
+    def _alone(self, item: TestItem, utterance: Any, frames: int) -> np.ndarray:
+        """One utterance by itself: whole when it fits in one piece of speech, else its text
+        split as `flowkit synthesize` splits it (`split_text`, by the whole text's frames per
+        character), piece k drawn from the noise stream ``eval:<utt>:<k>``, the pieces' latents
+        joined in order."""
+        import attrs as _attrs
+
+        from flowkit.synth.sample import inference_conditions
+        from flowkit.synth.synthesize import MAX_SECONDS, split_text
+        from flowkit.text.vocabs import encode_text
+
+        def conditions(u: Any) -> tuple[Any, int]:
+            cond = inference_conditions(self.im.model, [u], separator_ids=self.space)
+            return cond, int(cond.frame_mask.sum())
+
+        if frames <= self.cap_frames:
+            cond, n = conditions(utterance)
+            return self._sample(cond, [f"eval:{item.utt}"], [n])[0]
+        n_prompt = 0 if utterance.prompt is None else int(utterance.prompt.shape[0])
+        per_char = (frames - n_prompt) / max(len(item.text.strip()), 1)
+        pieces = split_text(item.text, lambda piece: n_prompt + per_char * len(piece) <= self.cap_frames,
+                            f"{MAX_SECONDS:g} s a piece, the prompt's {n_prompt / self.im.frame_rate:.1f} s included")
+        out = []
+        for k, piece in enumerate(pieces):
+            if self.say is not None:
+                self.say(f"{item.utt}: about {(frames - n_prompt) / self.im.frame_rate:.0f} s of speech, more than "
+                         f"one piece ({MAX_SECONDS:g} s, prompt included): piece {k + 1}/{len(pieces)}")
+            cond, n = conditions(_attrs.evolve(utterance, text=encode_text(self.im.vocab, piece, item.language)))
+            out.append(self._sample(cond, [f"eval:{item.utt}:{k}"], [n])[0])
+        return np.concatenate(out, axis=0)
 
 
 def _record(item: TestItem, out: Path, audio_path: Path, gen: tuple[np.ndarray, int], frames: int,
@@ -486,7 +566,7 @@ def _evaluate(
     stop_after: int | None,
 ) -> EvalOutcome:
     """`evaluate` once ``out`` is known: ``held`` keeps its lock and write policy to the end."""
-    from flowkit.console import Progress, console
+    from flowkit.console import Progress, console, err_console
     from flowkit.evaluation.render import write_reports
     from flowkit.flow.solvers import describe_solver
     from flowkit.io import atomic_write_bytes, atomic_write_json, atomic_write_text
@@ -508,7 +588,16 @@ def _evaluate(
     out = Path(out)
     language = settings.language or (im.languages[0] if len(im.languages) == 1 else "en")
     ts: TestSet = read_testset(testset, language=language, languages=im.languages or None)
+    ts, spelled = _check_texts(ts, im.vocab)
     _hold_out(out, held, f"--out {out}")
+
+    def warn(line: str) -> None:
+        err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
+
+    for line in spelled[:10]:
+        warn(line)
+    if len(spelled) > 10:
+        warn(f"... {len(spelled) - 10} more lines hold characters outside the model's vocabulary")
     atomic_write_text(out / REJECTIONS, "".join(json.dumps({**r.to_dict(), "source": str(testset)},
                                                            ensure_ascii=False) + "\n" for r in ts.rejections))
     for r in ts.rejections[:10]:
@@ -541,6 +630,7 @@ def _evaluate(
         wanted = {it.utt for it in items}
         skipped = len(wanted & set(done))
         synth = _Synthesiser(im, vocoder, settings)
+        synth.say = lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
         label = f"{im.label}, {settings.nfe} steps of {describe_solver(im.solver)}, CFG {settings.cfg}"
         console.print(f"eval: {len(items)} utterances of {testset} ({len(ts.rejections)} rejected, {skipped} done before) "
                       f"into {out}; {label}", markup=False, highlight=False, soft_wrap=True)
@@ -555,7 +645,11 @@ def _evaluate(
             for batch in _batches(items, settings.batch):
                 if all(it.utt in done for it in batch):
                     continue
-                prompts = [synth.prompt(it) for it in batch]
+                loaded = [synth.prompt(it) for it in batch]
+                prompts = [wave for wave, _ in loaded]
+                for _, cut in loaded:
+                    if cut is not None:
+                        warn(cut)
                 spans = synth.generate(batch, prompts)
                 for item, prompt, latents in zip(batch, prompts, spans, strict=True):
                     if item.utt in done:

@@ -15,7 +15,8 @@ Two formats:
 
 A bad line is one `TestRejection` with its line number and the rest goes on: a wrong field
 count, an empty utt, text or prompt text, a duplicate utt, a prompt or target recording
-that is missing or does not decode, a language the model lacks. Prompt and target
+that is missing, does not decode or holds NaN or infinite samples, a language the model
+lacks. Prompt and target
 recordings are decoded here, once, so that a bad file is a rejection, not a failed
 synthesis batch.
 """
@@ -112,7 +113,8 @@ def testset_name(path: str | Path) -> str:
 
 
 def _audio_problem(path: Path) -> str | None:
-    """Why ``path`` cannot serve as a recording (missing, undecodable, empty), or None."""
+    """Why ``path`` cannot serve as a recording (missing, undecodable, empty, NaN or
+    infinite samples in a float file), or None."""
     import soundfile as sf
 
     if not path.is_file():
@@ -123,6 +125,16 @@ def _audio_problem(path: Path) -> str | None:
         return f"{path} does not decode ({str(exc).strip() or type(exc).__name__})"
     if info.frames <= 0:
         return f"{path} holds no samples"
+    if info.subtype in ("FLOAT", "DOUBLE"):  # only float files can hold NaN or infinity
+        import numpy as np
+
+        try:
+            audio, _ = sf.read(str(path), dtype="float32", always_2d=True)
+        except Exception as exc:  # noqa: BLE001 - a body that does not decode is a rejection, as above
+            return f"{path} does not decode ({str(exc).strip() or type(exc).__name__})"
+        bad = int(audio.size - np.isfinite(audio).sum())
+        if bad:
+            return f"{path}: {bad} of {audio.size} samples are NaN or infinite; give a clean recording"
     return None
 
 

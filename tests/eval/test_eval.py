@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -412,3 +413,81 @@ def test_a_full_disk_during_an_eval_is_one_write_error(run_dir: Path, testset: P
                  progress=False)
     assert info.value.exit_code == 6
     assert not (out / "eval.lock").exists()  # released
+
+
+# ---- long and unspeakable inputs, as synthesize handles them ----------------------------------
+
+
+def test_texts_outside_the_vocabulary_are_rejected_or_warned(run_dir: Path, tmp_path: Path, no_judges,
+                                                             capfd: pytest.CaptureFixture) -> None:
+    """A target the model cannot spell at all (another script, only zero-width spaces) is a
+    rejection with its line; one with a few unknown characters is evaluated with a warning."""
+    folder = tmp_path / "scripts"
+    folder.mkdir()
+    rel = os.path.relpath(CLIPS, folder)
+    prompt = f"{rel}/allison_en_conf-muted.flac"
+    lines = [f"u1|You are now muted.|{prompt}|\u65e5\u672c\u8a9e",            # 1 another script
+             f"u2|You are now muted.|{prompt}|\u200b\u200b\u200b",              # 2 zero-width spaces only
+             f"u3|You are now muted.|{prompt}|Call forwarding \u00e6\u00f8.",   # 3 two unknown letters
+             f"u4|You are now muted.|{prompt}|Call forwarding."]                # 4 fine
+    capfd.readouterr()
+    evaluate(run_dir, _meta_lst(folder, lines), tmp_path / "o", judges=no_judges, progress=False,
+             settings=EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False))
+    err = capfd.readouterr().err.replace("\n", "")
+    rejected = [json.loads(x) for x in (tmp_path / "o" / "rejections.jsonl").read_text().splitlines()]
+    assert [(r["line"], r["reason"]) for r in rejected] == [(1, "text_outside_vocabulary"), (2, "text_outside_vocabulary")]
+    assert "\\u200b" in rejected[1]["detail"]
+    assert "meta.lst:3 (u3): its text: 2 of" in err and "not in the model's vocabulary" in err, err
+    assert [r["utt"] for r in read_results(tmp_path / "o" / "results.jsonl")] == ["u3", "u4"]
+
+
+def test_a_long_target_is_split_into_pieces_and_a_long_prompt_is_cut(run_dir: Path, tmp_path: Path, no_judges,
+                                                                      monkeypatch: pytest.MonkeyPatch, capfd) -> None:
+    """With one piece of speech capped at 3 s (synthesize's MAX_SECONDS, lowered to keep this
+    fast), a target of about 5 s is generated in pieces with a line for each; a 16 s prompt is
+    cut to synthesize's prompt maximum with its text, and said in a warning."""
+    import soundfile as sf
+
+    from flowkit.synth import synthesize as synth_module
+
+    folder = tmp_path / "long"
+    folder.mkdir()
+    clip, sr = sf.read(str(CLIPS / "allison_en_conf-muted.flac"), dtype="float32")
+    pause = np.zeros(int(0.4 * sr), dtype=np.float32)
+    long_prompt = np.concatenate([np.concatenate([clip, pause])] * 20)[: int(16.5 * sr)]
+    sf.write(str(folder / "long.wav"), long_prompt, sr)
+    rel = os.path.relpath(CLIPS, folder)
+    settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False)
+    lines = ["u2|" + " ".join(["You are now muted."] * 12) + "|long.wav|Call forwarding."]
+    capfd.readouterr()
+    evaluate(run_dir, _meta_lst(folder / "a", [lines[0].replace("|long.wav|", "|../long.wav|")]), tmp_path / "a",
+             judges=no_judges, progress=False, settings=settings)
+    err = capfd.readouterr().err.replace("\n", "")
+    assert "warning: u2: prompt " in err and "longer than the 15 s prompt maximum" in err, err
+    assert [r["utt"] for r in read_results(tmp_path / "a" / "results.jsonl")] == ["u2"]
+
+    monkeypatch.setattr(synth_module, "MAX_SECONDS", 3.0)
+    lines = [f"u1|You are now muted.|{rel}/allison_en_conf-muted.flac|"
+             "Call forwarding. You are now muted. Agent logged off. Call forwarding."]
+    evaluate(run_dir, _meta_lst(folder, lines), tmp_path / "o", judges=no_judges, progress=False, settings=settings)
+    said = capfd.readouterr()
+    pieces = [line for line in said.out.splitlines() if line.startswith("u1: about ") and "piece " in line]
+    assert len(pieces) >= 2 and pieces[-1].endswith(f"piece {len(pieces)}/{len(pieces)}"), said.out
+    (record,) = read_results(tmp_path / "o" / "results.jsonl")
+    assert record["frames"] > 3.0 * 100  # longer than one piece: the pieces were joined
+
+
+def test_a_recording_with_nan_samples_is_a_rejection(run_dir: Path, tmp_path: Path) -> None:
+    import soundfile as sf
+
+    folder = tmp_path / "nan"
+    folder.mkdir()
+    wave = np.zeros(16000, dtype=np.float32)
+    wave[100] = np.nan
+    sf.write(str(folder / "nan.wav"), wave, 16000, subtype="FLOAT")
+    rel = os.path.relpath(CLIPS, folder)
+    lines = ["u1|You are now muted.|nan.wav|Call forwarding.",
+             f"u2|You are now muted.|{rel}/allison_en_conf-muted.flac|Call forwarding.|nan.wav"]
+    ts = read_testset(_meta_lst(folder, lines), language="en", languages=["en"])
+    assert [(r.line, r.reason) for r in ts.rejections] == [(1, "bad_prompt_wav"), (2, "bad_target_wav")]
+    assert all("1 of 16000 samples are NaN or infinite" in r.detail for r in ts.rejections)
