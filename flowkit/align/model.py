@@ -38,17 +38,24 @@ class ConvStack(nn.Module):
 
 
 class AlignerNet(nn.Module):
-    """Tokens ``[b nt]`` and latent frames ``[b n d]`` -> log attention ``[b n nt]``."""
+    """Tokens ``[b nt]`` and latent frames ``[b n d]`` -> log attention ``[b n nt]``.
 
-    def __init__(self, n_tokens: int, latent_dim: int, channels: int = 192, attn_dim: int = 80,
-                 text_layers: int = 3, frame_layers: int = 3, kernel: int = 3) -> None:
+    Keys: token embeddings through ``text_layers`` residual convolution blocks, then a
+    linear map to ``attn_dim``. Queries: one convolution over the frames (``kernel``
+    frames of context), ``frame_layers`` linear layers, a linear map to ``attn_dim``; the
+    frame side is kept pointwise after its first layer, as RAD-TTS's query encoder is,
+    because it runs over every frame.
+    """
+
+    def __init__(self, n_tokens: int, latent_dim: int, channels: int = 128, attn_dim: int = 80,
+                 text_layers: int = 3, frame_layers: int = 2, kernel: int = 3) -> None:
         super().__init__()
         self.embed = nn.Embedding(n_tokens, channels, padding_idx=0)
         self.text = ConvStack(channels, text_layers, kernel)
-        self.keys = nn.Conv1d(channels, attn_dim, 1)
+        self.keys = nn.Linear(channels, attn_dim)
         self.frames_in = nn.Conv1d(latent_dim, channels, kernel, padding=kernel // 2)
-        self.frames = ConvStack(channels, frame_layers, kernel)
-        self.queries = nn.Conv1d(channels, attn_dim, 1)
+        self.frames = nn.Sequential(*[m for _ in range(frame_layers) for m in (nn.Linear(channels, channels), nn.ReLU())])
+        self.queries = nn.Linear(channels, attn_dim)
 
     def forward(self, tokens: torch.Tensor, token_mask: torch.Tensor, latents: torch.Tensor,
                 frame_mask: torch.Tensor, log_prior: torch.Tensor | None = None) -> torch.Tensor:
@@ -63,10 +70,10 @@ class AlignerNet(nn.Module):
             float32 ``[b n nt]``: ``log_softmax`` over the valid tokens; padded tokens
             and padded frames hold ``_MASKED``.
         """
-        k = self.keys(self.text(self.embed(tokens).transpose(1, 2), token_mask))  # [b a nt]
-        q = self.queries(self.frames(self.frames_in(latents.transpose(1, 2)), frame_mask))  # [b a n]
-        dist = (q.pow(2).sum(1)[:, :, None] + k.pow(2).sum(1)[:, None, :]
-                - 2 * torch.einsum("ban,bat->bnt", q, k))  # [b n nt]
+        k = self.keys(self.text(self.embed(tokens).transpose(1, 2), token_mask).transpose(1, 2))  # [b nt a]
+        h = torch.relu(self.frames_in(latents.transpose(1, 2))).transpose(1, 2)  # [b n c]
+        q = self.queries(self.frames(h))  # [b n a]
+        dist = q.pow(2).sum(-1)[:, :, None] + k.pow(2).sum(-1)[:, None, :] - 2 * q @ k.transpose(1, 2)  # [b n nt]
         scores = -0.5 * dist.float()
         if log_prior is not None:
             scores = scores + log_prior
@@ -83,10 +90,11 @@ def beta_binomial_log_prior(n_tokens: torch.Tensor, n_frames: torch.Tensor, nt: 
     BetaBinomial(i; N - 1, a = scale (j + 1), b = scale (T - j)): its mass moves along the
     diagonal. Returns float32 ``[b n nt]`` (``_MASKED`` outside the item).
     """
-    i = torch.arange(nt, dtype=torch.float64)[None, None, :]
-    j = torch.arange(n, dtype=torch.float64)[None, :, None]
-    big_n = (n_tokens.to(torch.float64) - 1)[:, None, None]
-    t = n_frames.to(torch.float64)[:, None, None]
+    # float32: lgamma's rounding (~1e-3 in log units at a few thousand frames) is nothing to a prior
+    i = torch.arange(nt, dtype=torch.float32)[None, None, :]
+    j = torch.arange(n, dtype=torch.float32)[None, :, None]
+    big_n = (n_tokens.to(torch.float32) - 1)[:, None, None]
+    t = n_frames.to(torch.float32)[:, None, None]
     a, b = scale * (j + 1), scale * (t - j).clamp(min=1)
 
     def betaln(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -95,7 +103,7 @@ def beta_binomial_log_prior(n_tokens: torch.Tensor, n_frames: torch.Tensor, nt: 
     log_choose = torch.lgamma(big_n + 1) - torch.lgamma(i + 1) - torch.lgamma((big_n - i).clamp(min=0) + 1)
     out = log_choose + betaln(i + a, (big_n - i).clamp(min=0) + b) - betaln(a, b)
     valid = (i < n_tokens[:, None, None]) & (j < n_frames[:, None, None])
-    return out.float().masked_fill(~valid, _MASKED)
+    return out.masked_fill(~valid, _MASKED)
 
 
 def forward_sum_loss(log_attn: torch.Tensor, n_tokens: torch.Tensor, n_frames: torch.Tensor,

@@ -28,10 +28,10 @@ class LearnedAligner:
     with ``flowkit align write`` (it does not run inside ``flowkit prepare``: it reads latents).
     """
 
-    channels: int = 192  # conv channels of both encoders
+    channels: int = 128  # channels of both encoders
     attn_dim: int = 80  # the space keys and queries meet in
     text_layers: int = 3
-    frame_layers: int = 3
+    frame_layers: int = 2  # pointwise layers after the frame convolution
     kernel: int = 3
     prior_scale: float = 1.0  # the beta-binomial prior's omega (RAD-TTS); training only
     blank_log_p: float = -1.0  # CTC blank score of the forward-sum loss (RAD-TTS)
