@@ -30,6 +30,9 @@ __all__ = ["base_record", "base_weights", "load_base", "merge_adapter", "merged_
 LORA_A, LORA_B = "lora_A.default.weight", "lora_B.default.weight"
 NEW_ROWS = "text.embed.new_rows"
 TEXT_EMBEDDING = "text.embed.weight"
+#: Language embeddings ``[L+1 c]`` (id 0 = unknown) that init-from grows for a new language
+#: with copies of the unknown row (`flowkit.train.vocab_growth`); frozen under an adapter.
+LANGUAGE_EMBEDDINGS = ("globals.language.weight", "duration.language.weight")
 
 
 def _state_sha256(path: Path) -> str:
@@ -98,6 +101,11 @@ def merged_state(adapter: ckpt.LoadedCheckpoint, base: ckpt.LoadedCheckpoint, *,
     if weights == "ema":
         own.update(adapter.state["ema"]["shadow"])
     full = base_weights(base)
+    rows = len(adapter.meta.get("languages") or ()) + 1
+    for key in LANGUAGE_EMBEDDINGS:  # languages the adapter's data added: rows as init-from grew them
+        if key in full and full[key].shape[0] < rows:
+            table = full[key]
+            full[key] = torch.cat([table, table[:1].expand(rows - table.shape[0], -1)], dim=0)
     if NEW_ROWS in own:
         first = int(record["new_rows"][0])
         full[TEXT_EMBEDDING] = torch.cat([full[TEXT_EMBEDDING][:first], own[NEW_ROWS].to(full[TEXT_EMBEDDING].dtype)])

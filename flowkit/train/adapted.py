@@ -67,10 +67,11 @@ def restore_origin(origin: Origin, parts: RunParts, settings: Trainer, ctx: dist
         base = adapter_files.load_base(origin.loaded)
         weights = adapter_files.base_weights(base)
         rows = record.get("new_rows")
-        if rows:
-            from flowkit.train.vocab_growth import grow_text_embedding
+        from flowkit.train.vocab_growth import grow_language_embeddings, grow_text_embedding
 
+        if rows:
             weights = grow_text_embedding(weights, int(rows[1]))
+        weights = grow_language_embeddings(weights, len(parts.languages))  # as init-from grew them
         checkpoint.load_strict(parts.model, weights, what="base model", source=base.path)
         _attach(parts, settings, record["base"], rows)
         return origin.restore(parts, settings, ctx)

@@ -115,15 +115,22 @@ class InitFrom:
         self.model_diff(settings)
 
     def data_state(self, settings: Trainer, train_set: Any) -> tuple[Any, Any, list[str]]:
-        """The parent's stats, languages and vocabulary, grown by the tokens of the data it lacks."""
+        """The parent's stats, languages and vocabulary, grown by the tokens and languages of
+        the data it lacks (new languages appended in sorted order: old ids stay)."""
         stats, vocab, languages = _checkpoint_data_state(self.loaded)
         # phoneme vocabularies do not grow (unseen symbols count as unknown)
         added = vocab.missing(train_set.segments.texts()) if hasattr(vocab, "missing") else []
-        return stats, (vocab.extended(added) if added else vocab), languages
+        new_languages = sorted({v for v in train_set.segments.values("language") if v} - set(languages))
+        return stats, (vocab.extended(added) if added else vocab), [*languages, *new_languages]
 
     def restore(self, parts: RunParts, settings: Trainer, ctx: distributed.DistContext) -> Restored:
         from flowkit.model.dit import DUR_FILM_PREFIX, GLOBALS_PREFIX
-        from flowkit.train.vocab_growth import INIT_RULE, grow_text_embedding
+        from flowkit.train.vocab_growth import (
+            INIT_RULE,
+            LANGUAGE_INIT_RULE,
+            grow_language_embeddings,
+            grow_text_embedding,
+        )
 
         diff = self.model_diff(settings)
         new_prefixes = tuple(p for field, p in (("dur_cond", DUR_FILM_PREFIX), ("conditions", GLOBALS_PREFIX))
@@ -136,6 +143,11 @@ class InitFrom:
         if added_tokens:
             parent_model = grow_text_embedding(parent_model, vocab.size)
             parent_ema["shadow"] = grow_text_embedding(parent_ema["shadow"], vocab.size)
+        parent_languages = list(self.loaded.meta["languages"])
+        added_languages = list(parts.languages[len(parent_languages):])
+        if added_languages:
+            parent_model = grow_language_embeddings(parent_model, len(parts.languages))
+            parent_ema["shadow"] = grow_language_embeddings(parent_ema["shadow"], len(parts.languages))
         checkpoint.load_strict(parts.model, parent_model, what="model", source=self.loaded.path, allow_missing=added)
         parts.ema.load_state_dict(parent_ema, allow_missing=added)
         info: dict[str, Any] = {"checkpoint": str(self.loaded.path.resolve()), "step": self.loaded.step,
@@ -147,6 +159,11 @@ class InitFrom:
                 say(f"init-from: the data hold {len(added_tokens)} token(s) the parent's vocabulary lacks; "
                      f"text embedding (model and EMA) grown to {vocab.size} rows, new rows = {INIT_RULE}: "
                      + " ".join(repr(t) for t in added_tokens))
+        if added_languages:
+            info["added_languages"] = {"languages": added_languages, "init": LANGUAGE_INIT_RULE}
+            if ctx.is_main:
+                say(f"init-from: the data hold language(s) the parent lacks ({', '.join(added_languages)}); language "
+                    f"embeddings (model and EMA) grown to {len(parts.languages)} languages, new rows = {LANGUAGE_INIT_RULE}")
         return Restored(Counters(horizon=settings.steps), PairingCounts(), info)
 
 

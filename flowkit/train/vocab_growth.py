@@ -14,6 +14,11 @@ model *and* of the EMA grows by the same rows:
 
 The optimizer is fresh in an init-from run anyway (its moments would not fit the grown
 table).
+
+Languages grow the same way: a child whose data hold a language the parent lacks appends it
+to the parent's language list (old ids unchanged), and each language embedding ``[L+1 c]``
+(id 0 = unknown) of the model and the EMA gets a row per new language, a copy of the unknown
+row: the new language starts where the parent was for speech with no language label.
 """
 
 from __future__ import annotations
@@ -22,11 +27,16 @@ from collections.abc import Mapping
 
 import torch
 
-__all__ = ["INIT_RULE", "TEXT_EMBEDDING", "grow_text_embedding"]
+__all__ = ["INIT_RULE", "LANGUAGE_EMBEDDINGS", "LANGUAGE_INIT_RULE", "TEXT_EMBEDDING", "grow_language_embeddings",
+           "grow_text_embedding"]
 
 #: The state-dict key of the text embedding ``[V dt]`` (both archs of `flowkit.model.dit`).
 TEXT_EMBEDDING = "text.embed.weight"
 INIT_RULE = "mean of the parent's token rows (ids 1.., padding excluded); old rows unchanged"
+#: The state-dict keys of the language embeddings ``[L+1 c]``: the global conditions' and the
+#: duration head's (aligned text path); a model has those its config builds.
+LANGUAGE_EMBEDDINGS = ("globals.language.weight", "duration.language.weight")
+LANGUAGE_INIT_RULE = "a copy of the unknown language's row (id 0); old rows unchanged"
 
 
 def grow_text_embedding(state: Mapping[str, torch.Tensor], new_size: int) -> dict[str, torch.Tensor]:
@@ -43,3 +53,21 @@ def grow_text_embedding(state: Mapping[str, torch.Tensor], new_size: int) -> dic
     fill = old[1:].mean(dim=0, keepdim=True) if old.shape[0] > 1 else torch.zeros_like(old[:1])
     grown = torch.cat([old, fill.expand(new_size - old.shape[0], -1)], dim=0).contiguous()
     return {**state, TEXT_EMBEDDING: grown}
+
+
+def grow_language_embeddings(state: Mapping[str, torch.Tensor], n_languages: int) -> dict[str, torch.Tensor]:
+    """``state`` with each of its `LANGUAGE_EMBEDDINGS` grown to ``n_languages + 1`` rows by
+    `LANGUAGE_INIT_RULE`.
+
+    Raises:
+        ValueError: a table has more rows than ``n_languages + 1``.
+    """
+    out = dict(state)
+    for key in LANGUAGE_EMBEDDINGS:
+        if key not in out:
+            continue
+        old = out[key]
+        if n_languages + 1 < old.shape[0]:
+            raise ValueError(f"cannot shrink {key} from {old.shape[0]} to {n_languages + 1} rows")
+        out[key] = torch.cat([old, old[:1].expand(n_languages + 1 - old.shape[0], -1)], dim=0).contiguous()
+    return out

@@ -139,3 +139,54 @@ def test_an_adapter_needs_a_base_and_is_no_parent(tiny_store: Path, adapted: Pat
     with pytest.raises(CheckpointError, match=r"holds adapter weights only; merge it onto its base first"):
         run.train([DEBUG_GIN], list(TINY), data=[tiny_store], out=tmp_path / "child", steps=2, device="cpu",
                   init_from=adapted)
+
+
+def _spanish_store(path: Path) -> Path:
+    """A store like the tiny one (8 channels, the same synthetic encoder) in Spanish, whose
+    texts hold characters the base never saw (ñ, á)."""
+    import numpy as np
+
+    from flowkit.data.store import SegmentRecord, StoreWriter
+
+    rng = np.random.default_rng(1)
+    writer = StoreWriter.create(path, encoder_name="synthetic", encoder_params={"dim": 8}, frame_rate=100.0,
+                                sample_rate=16000, latent_dim=8, latent_dtype="float32")
+    words = ("año", "más", "niño", "sol")
+    for k in range(8):
+        text = " ".join(words[i] for i in rng.integers(0, len(words), size=3))
+        n = 8 * len(text)
+        t = np.arange(n)[:, None]
+        latents = np.sin(0.05 * t * (1 + np.arange(8)[None, :])) + 0.1 * rng.standard_normal((n, 8))
+        units = []
+        pos = frame = 0
+        for w in text.split():
+            units.append((pos, pos + len(w), frame, frame + 8 * len(w)))
+            pos, frame = pos + len(w) + 1, frame + 8 * (len(w) + 1)
+        writer.add(SegmentRecord(segment_id=f"es_{k}", speaker="spk9", language="es", emotion="", intensity=float("nan"),
+                                 rate=1, loudness=1, split="val" if k >= 6 else "train", text=text,
+                                 latents=latents.astype(np.float32), units=tuple(units)))
+    return writer.commit()
+
+
+def test_a_new_language_grows_languages_and_embedding_rows(base: Path, tmp_path: Path) -> None:
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.train.vocab_growth import LANGUAGE_EMBEDDINGS
+
+    store = _spanish_store(tmp_path / "es.zarr")
+    out = tmp_path / "es-lora"
+    assert _adapt(store, base, out, steps=2).status == "completed"
+    adapter = checkpoint.load_checkpoint(_newest(out))
+    assert adapter.meta["languages"] == ["en", "es"]
+    rows = adapter.meta["adapter"]["new_rows"]
+    assert rows is not None and rows[1] > rows[0]
+    assert "text.embed.new_rows" in adapter.state["model"]
+    info = json.loads((out / "run_info.json").read_text())
+    assert info["init_from"]["added_languages"]["languages"] == ["es"]
+    im = load_inference_model(adapter.path)  # merged onto the base: the grown tables fit the model
+    assert im.languages == ("en", "es") and im.language_id("es") == 2
+    state = im.model.state_dict()
+    parent = adapter_files.base_weights(adapter_files.load_base(adapter))
+    for key in LANGUAGE_EMBEDDINGS:
+        if key in parent:  # the new language's row starts as the unknown language's (frozen under LoRA)
+            assert torch.equal(state[key][:2], parent[key]) and torch.equal(state[key][2], parent[key][0])
+    assert torch.equal(state["text.embed.weight"][: rows[0]], parent["text.embed.weight"])
