@@ -125,8 +125,16 @@ def plugins(
     """List registered components: kind, name, source distribution, summary, parameters."""
     from flowkit import registry
     from flowkit.cli.plugins_view import entry_point, print_markdown, print_table
+    from flowkit.errors import RegistryError
 
-    registry.load_plugins(third_party=False)  # flowkit's own; third-party ones from metadata
+    try:  # every installed plugin, so each shows its summary and parameters (FLOWKIT_NO_PLUGINS=1: flowkit's own)
+        registry.load_plugins()
+    except RegistryError as exc:  # a broken plugin: the rest are listed, third-party ones from their metadata
+        from flowkit.console import err_console
+
+        registry.load_plugins(third_party=False)
+        err_console.print(f"warning: {exc}; third-party components are listed from their metadata only",
+                          markup=False, highlight=False, soft_wrap=True)
     entry = entry_point(kind) if kind else None  # `flowkit plugins Trainer`: the entry point's settings
     comps = [entry] if entry is not None else registry.components(kind)
     if markdown:
@@ -168,9 +176,10 @@ def config(
         from flowkit.train.parts import check_data
 
         checked = check_data(settings, " ".join(str(f) for f in files))
-    console.print(f"# files: {', '.join(str(f) for f in parsed.files)}", highlight=False, markup=False)
+    # never wrapped: the output is gin text meant to be read back (a wrapped comment is a syntax error)
+    console.print(f"# files: {', '.join(str(f) for f in parsed.files)}", highlight=False, markup=False, soft_wrap=True)
     if parsed.bindings:
-        console.print(f"# bindings: {'; '.join(parsed.bindings)}", highlight=False, markup=False)
+        console.print(f"# bindings: {'; '.join(parsed.bindings)}", highlight=False, markup=False, soft_wrap=True)
     if checked is not None:
         console.print(f"# data: {checked}", highlight=False, markup=False, soft_wrap=True)
     console.print(gin_config.config_text(), highlight=False, markup=False, soft_wrap=True)

@@ -65,4 +65,5 @@ def evaluate(
         if totals.get(key):
             console.print(f"{label} (ceiling): {show(key)}", markup=False, highlight=False)
     console.print(f"wrote {outcome.out}/results.jsonl, eval.md, eval.html ({outcome.evaluated} new, "
-                  f"{outcome.skipped} done before, {outcome.rejected} rejected)", markup=False, highlight=False)
+                  f"{outcome.skipped} done before, {outcome.rejected} rejected)", markup=False, highlight=False,
+                  soft_wrap=True)

@@ -110,7 +110,7 @@ def synthesize(
             "defaults (a guess)", highlight=False, markup=False,
         )
     console.print(
-        f"wrote {result.path}: {result.seconds:.2f} s ({result.frames} frames, length from {result.length_from}"
+        f"wrote {result.path}: {result.seconds:.2f} s of audio ({result.frames} latent frames, length from {result.length_from}"
         f"{f', {result.pieces} pieces' if result.pieces > 1 else ''}); "
         f"{result.label}; {result.vocoder}, {result.level}",
         highlight=False, markup=False,

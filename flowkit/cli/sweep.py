@@ -36,6 +36,9 @@ def sweep(
         list[str] | None, typer.Option("-b", "--binding", help="A gin binding every point shares, before the point's own; repeatable.")
     ] = None,
     data: Annotated[list[Path] | None, typer.Option("--data", help="A latent store every point trains on; repeatable.")] = None,
+    steps: Annotated[
+        int | None, typer.Option("--steps", min=1, help="Train every point for N steps (Trainer.steps = N, after the -b bindings), as train's --steps.")
+    ] = None,
     launcher: Annotated[
         str, typer.Option("--launcher", help="local (this machine), slurm (a job array through submitit), or "
                           "submitit-local (submitit's LocalExecutor: the slurm path on this machine).")
@@ -92,7 +95,7 @@ def sweep(
                           "--launcher slurm; drop them or add --launcher slurm")
     spec = SweepSpec(
         configs=tuple(str(gin_config.resolve_config_file(c)) for c in config),
-        bindings=tuple(binding or ()),
+        bindings=(*(binding or ()), *([f"Trainer.steps = {steps}"] if steps is not None else [])),
         data=tuple(str(Path(d).resolve()) for d in data or ()),
         grid=tuple(parse_axis(g) for g in grid or ()),
         random=random, seed=seed, seeds=seeds, optuna=optuna, objective=objective,

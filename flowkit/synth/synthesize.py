@@ -55,7 +55,9 @@ _SPLITS = (r"(?<=[.!?;:。！？])\s+", r"(?<=[,、，])\s+", r"\s+")
 
 @attrs.frozen
 class SynthesisResult:
-    """What `synthesize_file` wrote: the path, the length in frames and seconds, provenance."""
+    """What `synthesize_file` wrote: the path, the latent frames generated, the seconds of
+    audio written (the vocoder's output: a frame fewer than ``frames`` at the frame rate for
+    a centred inverse STFT), provenance."""
 
     path: Path
     frames: int
@@ -328,6 +330,6 @@ def synthesize_file(
     from flowkit.flow.solvers import describe_solver
 
     label = f"{im.label}, {steps} steps of {describe_solver(im.solver)}, CFG {cfg_strength}"
-    return SynthesisResult(Path(out), frames_out, frames_out / im.frame_rate, sr, label,
+    return SynthesisResult(Path(out), frames_out, audio.shape[0] / sr, sr, label,
                            length_from, im.audio_label, level.describe(), im.encoder_from, tuple(warnings),
                            len(pieces))

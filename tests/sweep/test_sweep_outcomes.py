@@ -140,3 +140,26 @@ def test_a_sweep_into_a_read_only_folder_is_one_write_error(tmp_path: Path) -> N
             sweep_run.run_sweep(_spec("Trainer.lr=[1e-3, 2e-3]"), parent / "sw", say=lambda _: None)
     finally:
         parent.chmod(0o755)
+
+
+def test_sweep_steps_binds_trainer_steps_for_every_point(stand_in: Path, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flowkit sweep --steps N`, as train's --steps: Trainer.steps = N after the -b bindings."""
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    stand_in.write_text("ok")
+    launched: list[list[str]] = []
+    stand_in_command = sweep_run.train_command
+
+    def command(configs, bindings, data, out, device="auto"):
+        launched.append(list(bindings))
+        return stand_in_command(configs, bindings, data, out, device)
+
+    monkeypatch.setattr(sweep_run, "train_command", command)
+    result = CliRunner().invoke(app, ["sweep", DEBUG_GIN, "--grid", "Trainer.lr=[1e-3, 2e-3]", "-b",
+                                      "Trainer.eval_every = 2", "--steps", "2", "--out", str(tmp_path / "sw")])
+    assert result.exit_code == 0, result.output
+    assert launched == [["Trainer.eval_every = 2", "Trainer.steps = 2", "Trainer.lr = 1e-3"],
+                        ["Trainer.eval_every = 2", "Trainer.steps = 2", "Trainer.lr = 2e-3"]]
