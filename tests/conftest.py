@@ -9,7 +9,7 @@ from pathlib import Path
 # start) avoids oversubscription, which made a tiny forward+backward 100x slower here.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("MKL_NUM_THREADS", "1")
-# The CPU kernels a run measures at start (flowkit.model.cpu_kernels) could differ between the
+# The CPU kernels a run measures at start (flowkit.converters.cpu) could differ between the
 # test processes that a bit-identity test compares (an uninterrupted run in one, a killed and
 # resumed one in another): the suite trains on the defaults; the choice's own tests unset these.
 os.environ.setdefault("FLOWKIT_CPU_LINEAR", "onednn")
