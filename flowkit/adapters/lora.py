@@ -11,7 +11,7 @@ freezes a linear layer's weight ``W [o i]`` and learns ``B [o r]`` and ``A [r i]
 ``A`` starts Kaiming-uniform, ``B`` at zero, so the adapted network equals the base until
 trained. The layers are inserted by Hugging Face ``peft`` (``inject_adapter_in_model``),
 which wraps any ``nn.Linear``, subclasses included (the CPU-kernel layers of
-`flowkit.model.cpu_kernels` keep running as the wrapped base layer). The targets are every
+`flowkit.converters.cpu_kernels` keep running as the wrapped base layer). The targets are every
 linear layer of the DiT blocks' attention (``blocks.N.attn.*``) and feed-forward
 (``blocks.N.ff.*``); ``targets`` narrows them to one of the two.
 
