@@ -37,18 +37,22 @@ class SpeakingRate:
 
     Per speaker and language, both sides, on the logarithm of the rate (a rate twice the
     median is as far as half of it): a clip more than ``k`` robust standard deviations
-    from the group's median is dropped. Clips with less than ``min_speech_s`` of speech are
-    left unjudged: on one word, the rate is mostly the word's own length.
+    from the group's median is dropped. Clips with less than ``min_speech_s`` of speech or
+    fewer than ``min_characters`` characters are left unjudged: on one short word the rate
+    is mostly how that word sounds ("A M" is 2 characters and a second of speech, 2.2
+    characters/s where the speaker's prompts read at about 9).
 
     Args:
         silence_dbfs: frames below this RMS level are silence (trimmed from both ends).
         k: robust standard deviations from the group median that flag a clip.
         min_speech_s: clips with less speech than this (seconds) are not judged.
+        min_characters: clips with fewer characters than this are not judged.
     """
 
     silence_dbfs: float = -50.0
     k: float = 4.0
     min_speech_s: float = 0.5
+    min_characters: int = 6
 
     def measure(self, clip: Any) -> dict[str, Any]:
         span = speech_span_seconds(clip.audio, clip.sample_rate, self.silence_dbfs)
@@ -58,7 +62,7 @@ class SpeakingRate:
         values = []
         for m in measures:
             span, chars = m.get("speech_seconds"), m.get("characters")
-            ok = span is not None and chars and span >= self.min_speech_s
+            ok = span is not None and chars and chars >= self.min_characters and span >= self.min_speech_s
             values.append(float(chars) / float(span) if ok else float("nan"))
         logs = [float(np.log(v)) if np.isfinite(v) else float("nan") for v in values]
 
@@ -76,8 +80,8 @@ class SpeakingRate:
                                 None if t.high is None else float(np.exp(t.high)), t.clips)
                       for t in log_thresholds]
         unjudged = sum(not np.isfinite(v) for v in values)
-        notes = [f"speaking_rate: {unjudged} clips with under {self.min_speech_s} s of speech or no characters, "
-                 "not judged"] if unjudged else []
+        notes = [f"speaking_rate: {unjudged} clips with under {self.min_speech_s} s of speech or under "
+                 f"{self.min_characters} characters, not judged"] if unjudged else []
         return Decision("speaking_rate", "characters per second of speech", values, reasons, thresholds, notes)
 
     def describe(self) -> dict[str, Any]:

@@ -58,9 +58,9 @@ class SpeakerCentroid:
 
     Per speaker (all its languages: one voice), high side: a distance more than ``k``
     robust standard deviations above the speaker's median distance, and above ``floor``,
-    drops the clip. ``floor`` 0.2: GE2E puts two clips of one voice at cosine similarity
-    0.79-0.94 and two voices at 0.55-0.71 (docs/judges.md), so a clip within 0.2 of its
-    centroid is that voice.
+    drops the clip. ``floor`` 0.25: GE2E puts two clips of one voice at cosine similarity
+    0.79-0.94 and two voices at 0.55-0.71 (docs/judges.md); one-second prompts of one voice
+    lie up to 0.23 from its centroid, another voice's 0.37 (the bundled demo clips).
 
     Args:
         judge: a ``speaker`` component; None = ``speaker.resemblyzer``.
@@ -70,7 +70,7 @@ class SpeakerCentroid:
 
     judge: Any = None
     k: float = 4.0
-    floor: float = 0.2
+    floor: float = 0.25
     _speaker: Any = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def speaker(self) -> Any:

@@ -30,7 +30,9 @@ class TranscriptCER:
     """Drops clips whose recording does not say their transcript (the recogniser's CER).
 
     Per speaker and language, high side: a CER more than ``k`` robust standard deviations
-    above the group's median, and above ``floor``, drops the clip. ``floor`` 0.35: tiny.en
+    above the group's median, and above ``floor``, drops the clip, and so does any CER above
+    ``ceiling`` (most characters wrong: another sentence, whatever the speaker's other clips
+    do; a group of a few clips has too loose a median and MAD to find it). ``floor`` 0.35: tiny.en
     misreads names, merges words and spells letters ("left bracket" as "Left Bracket.",
     "ascii" as "ASCII") on right transcripts, up to about a third of the characters on a short
     prompt; a transcript of another sentence differs in most of them.
@@ -40,11 +42,13 @@ class TranscriptCER:
             thread (the curation runs one clip per core).
         k: robust standard deviations above the group median that flag a clip.
         floor: CERs up to this are never flagged.
+        ceiling: CERs above this are always flagged.
     """
 
     asr: Any = None
     k: float = 4.0
     floor: float = 0.35
+    ceiling: float = 0.7
     _recognizer: Any = attrs.field(default=None, init=False, repr=False, eq=False)
 
     def recognizer(self) -> Any:
@@ -81,7 +85,8 @@ class TranscriptCER:
         values = [float(m["cer"]) if m.get("cer") is not None else float("nan") for m in measures]
 
         def bounds(v: Sequence[float]) -> tuple[float, float, float | None, float | None]:
-            return robust_bounds(v, k=self.k, side="high", min_scale=0.05, floor=self.floor)
+            median, scale, low, high = robust_bounds(v, k=self.k, side="high", min_scale=0.05, floor=self.floor)
+            return median, scale, low, None if high is None else min(high, self.ceiling)
 
         def describe(value: float, t: Threshold) -> str:
             return f"transcript_cer: CER {value:.2f} of its own transcript > {t.high:.2f} (group {t.group}: median {t.median:.2f})"
@@ -99,5 +104,5 @@ class TranscriptCER:
         return f"{described.get('name')} {described.get('model', '')}".strip()
 
     def describe(self) -> dict[str, Any]:
-        return {"name": "criterion.transcript_cer", "k": self.k, "floor": self.floor,
+        return {"name": "criterion.transcript_cer", "k": self.k, "floor": self.floor, "ceiling": self.ceiling,
                 "judge": self.recognizer().describe()}
