@@ -25,7 +25,7 @@ Prints each side's median call and ``ratio flowkit/F5: X`` per batch size and te
 ``flowkit synthesize`` and ``flowkit eval`` do, and prints the choice. ``--reference`` also
 times flowkit's plain path (two full forward passes per step,
 `flowkit.synth.sample._synthesize(reference=True)`), the path this sampler replaced;
-``--training-kernels`` also times flowkit's sampler with the training kernels in force (the
+``--training-kernels`` also times flowkit's sampler converted to the training defaults (the
 sampling before `sampling_kernels`). ``--profile`` then profiles 2 more calls of F5-TTS's side
 and of flowkit's and prints, side by side, where a call goes (tools/bench_peer.py's categories:
 block GEMMs, attention, convolutions, element-wise, copies and fills, autograd and Python; ms
@@ -130,9 +130,13 @@ class FlowkitSampler:
                                      target_frames=it["target_frames"]) for it in items]
         self.schedule, self.solver, self.reference = FlowMatching(), Euler(sway=SWAY), reference
         # as flowkit synthesize / eval do: the linear kernel faster for forward passes, measured
-        # once; choose=False keeps the kernels in force (what sampling ran with before)
+        # once; choose=False converts the model to the training run's default kernels instead
         self.kernels: dict[str, str] | None = None
-        if choose:
+        if not choose:
+            from flowkit.converters.cpu import convert_cpu_kernels
+
+            convert_cpu_kernels(self.model)
+        else:
             from flowkit.converters.cpu import sampling_kernels
 
             with sampling_kernels(self.model) as choice:
