@@ -35,7 +35,8 @@ def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Pa
 
     Raises:
         ConfigError: not found; the message lists where it was looked for and the closest
-            existing file, written the way ``name`` was.
+            existing file, written the way ``name`` was. A folder, or a path that is not a
+            regular file (a FIFO, which would block the read), is refused naming it.
     """
     path = Path(name)
     if path.is_absolute():
@@ -47,6 +48,8 @@ def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Pa
         if candidate.is_file():
             return candidate.resolve()
     for candidate in candidates:
+        if candidate.exists() and not candidate.is_dir():  # a FIFO, socket or device: reading it could block
+            raise ConfigError(f"config file {str(name)!r} ({candidate}) is not a regular file; give a .gin file")
         if candidate.is_dir():
             inside = sorted(p.name for p in candidate.glob("*.gin"))[:3]
             hint = f", e.g. {candidate / inside[0]}" if inside else ""
@@ -63,7 +66,7 @@ def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Pa
 
 
 def read_gin(path: Path) -> str:
-    """The text of gin file ``path``.
+    """The text of gin file ``path`` (a UTF-8 byte order mark, which some editors write, is dropped).
 
     Raises:
         ConfigError: the file is not UTF-8 text (a binary file, another encoding), naming
@@ -77,7 +80,7 @@ def read_gin(path: Path) -> str:
         bad = exc.start
     else:
         if bad < 0:
-            return text
+            return text.removeprefix("\ufeff")
     line = data[:bad].count(b"\n") + 1
     raise ConfigError(
         f"{path}:{line}: not a gin text file (byte {bad} is {data[bad:bad + 1]!r}, not UTF-8 text); "

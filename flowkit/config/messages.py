@@ -47,11 +47,19 @@ def explain(exc: BaseException, source: str = "", source_text: str = "") -> str:
             offending = starts[-1][1].strip()
     elif isinstance(exc, ImportError):
         head = f"gin import of {exc.name or 'a module'!r} failed ({lines[0] if lines else type(exc).__name__})"
+    elif isinstance(exc, RecursionError):
+        head = "a value nested deeper than gin can read (lists or brackets inside one another, hundreds deep)"
     else:
         head = lines[0] if lines else type(exc).__name__
     fix = ""
     if isinstance(exc, ImportError):
         fix = "install the package that provides it, or remove the import line (flowkit plugins load without one)"
+    if isinstance(exc, RecursionError):
+        fix = "write the value flat"
+    if "malformed node or string" in head:  # a bare word where a value belongs (e.g. nan, inf, yes)
+        head = "gin syntax error: not a gin value"
+        fix = ("a value is a number, a quoted string, True/False/None, a list, tuple or dict of values, "
+               "@kind.name() or %MACRO (gin has no nan or inf)")
     m = re.search(r"No configurable matching (?:reference )?'@?([\w.]+)(?:\(\))?'", head)
     if m:
         name = m.group(1)

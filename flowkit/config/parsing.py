@@ -101,7 +101,8 @@ def parse(
             _parse_text(text, name)
         except FlowkitError:
             raise
-        except (ValueError, SyntaxError, tokenize.TokenError, RuntimeError, KeyError, TypeError, ImportError) as exc:
+        except (ValueError, SyntaxError, tokenize.TokenError, RuntimeError, KeyError, TypeError, ImportError,
+                RecursionError) as exc:
             raise ConfigError(explain(exc, name, text)) from exc
     check_required()
     check_macros()
