@@ -96,7 +96,12 @@ def load_aligner(run: Path) -> tuple[torch.nn.Module, Any, dict[str, Any], Path]
         raise CheckpointError(f"--run {run}: not an aligner run (a TTS run?); give the --out of `flowkit align train`")
     vocab = vocab_from_state_dict(ckpt.meta["vocab"])
     model = build_network(LearnedAligner(**ckpt.meta["aligner"]), vocab, int(ckpt.meta["latent_dim"]))
-    model.load_state_dict(ckpt.state["model"])
+    try:
+        model.load_state_dict(ckpt.state["model"])
+    except RuntimeError as exc:  # weights of another network than its meta describes
+        first = str(exc).splitlines()[1].strip() if len(str(exc).splitlines()) > 1 else str(exc)
+        raise CheckpointError(f"{ckpt.path}: its weights do not fit the aligner its meta describes ({first}); "
+                              "retrain the aligner with this flowkit") from None
     model.eval()
     return model, vocab, ckpt.meta, ckpt.path
 

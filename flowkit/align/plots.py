@@ -37,7 +37,8 @@ def _loss_plot(records: list[dict[str, Any]], path: Path) -> None:
     ax.set_ylabel("loss per token")
     ax.set_xlim(0, max(steps) if steps else 1)
     ax.grid(alpha=0.3)
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

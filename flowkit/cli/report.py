@@ -11,6 +11,15 @@ from typing import Annotated
 import typer
 
 
+def _is_aligner_run(run: Path) -> bool:
+    import json
+
+    try:
+        return json.loads((run / "run_info.json").read_text(encoding="utf-8")).get("kind") == "aligner"
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
 def report(
     run_dirs: Annotated[list[Path], typer.Argument(help="One run directory, or several to compare side by side; a sweep directory (flowkit sweep --out) compares its points.")],
     samples: Annotated[
@@ -38,6 +47,11 @@ def report(
     from flowkit.console import console
     from flowkit.report.build import write_report
 
+    if len(run_dirs) == 1 and _is_aligner_run(run_dirs[0]):
+        from flowkit.cli.align import report as align_report
+
+        align_report(run_dirs[0])  # an aligner run's report: its loss curve and alignment plots
+        return
     chosen = None
     if vocoder is not None or vocoder_path is not None:
         from flowkit.synth.vocoders import choose_vocoder
