@@ -37,6 +37,8 @@ from flowkit.errors import DataError
 __all__ = ["TestItem", "TestRejection", "TestSet", "read_testset", "testset_name"]
 
 MANIFEST_SUFFIXES = (".jsonl", ".csv")
+#: the longest utt: it names the file ``<utt>.wav`` (255 bytes is the usual file name limit)
+MAX_UTT_BYTES = 200
 
 
 @attrs.frozen
@@ -252,8 +254,11 @@ def _check(item: TestItem, seen: set[str], languages: Sequence[str] | None) -> T
         return reject("missing_utt", "the utt (first field / id) is empty")
     if item.utt in seen:
         return reject("duplicate_utt", f"utt {item.utt!r} is on an earlier line too")
-    if "/" in item.utt or item.utt in (".", ".."):
-        return reject("bad_utt", f"utt {item.utt!r} cannot name a file (no '/')")
+    if "/" in item.utt or "\\" in item.utt or "\0" in item.utt or item.utt in (".", ".."):
+        return reject("bad_utt", f"utt {item.utt!r} cannot name a file (no '/', '\\' or NUL)")
+    if len(item.utt.encode("utf-8")) > MAX_UTT_BYTES:  # its WAV is <utt>.wav: a longer name is refused by file systems
+        return reject("bad_utt", f"utt {item.utt[:40]!r}... is {len(item.utt.encode('utf-8'))} bytes; it names the "
+                      f"file <utt>.wav, so give at most {MAX_UTT_BYTES} bytes")
     if not item.text:
         return reject("empty_text", "the target text is empty")
     if not item.prompt_text:

@@ -491,3 +491,15 @@ def test_a_recording_with_nan_samples_is_a_rejection(run_dir: Path, tmp_path: Pa
     ts = read_testset(_meta_lst(folder, lines), language="en", languages=["en"])
     assert [(r.line, r.reason) for r in ts.rejections] == [(1, "bad_prompt_wav"), (2, "bad_target_wav")]
     assert all("1 of 16000 samples are NaN or infinite" in r.detail for r in ts.rejections)
+
+
+def test_an_utt_too_long_for_a_file_name_is_a_rejection(tmp_path: Path) -> None:
+    folder = tmp_path / "ids"
+    folder.mkdir()
+    rel = os.path.relpath(CLIPS, folder)
+    lines = [f"{'u' * 300}|You are now muted.|{rel}/allison_en_conf-muted.flac|Call forwarding.",
+             f"a\\b|You are now muted.|{rel}/allison_en_conf-muted.flac|Call forwarding.",
+             f"ok|You are now muted.|{rel}/allison_en_conf-muted.flac|Call forwarding."]
+    ts = read_testset(_meta_lst(folder, lines), language="en", languages=["en"])
+    assert [(r.line, r.reason) for r in ts.rejections] == [(1, "bad_utt"), (2, "bad_utt")]
+    assert "300 bytes" in ts.rejections[0].detail and [i.utt for i in ts.items] == ["ok"]
