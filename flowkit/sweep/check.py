@@ -57,7 +57,7 @@ def _failing_binding(message: str, base: Sequence[str], point: Point) -> tuple[s
 
 
 def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Sequence[Point],
-                 data: Sequence[str | Path] = ()) -> None:
+                 data: Sequence[str | Path] = (), *, needs_probe: bool = False) -> None:
     """Parse and build the config of every point; return when all of them would train.
 
     Args:
@@ -66,6 +66,8 @@ def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Seq
         points: the points.
         data: the ``--data`` stores every point trains on (bound as ``flowkit train`` binds
             them, after the point's bindings).
+        needs_probe: the objective is the probe's (``--objective probe_wer``): a point
+            without ``Trainer.probe`` is refused (it would log nothing to rank by).
 
     Raises:
         ConfigError: the first refused binding, e.g. ``--grid Trainer.lrr: value 1e-3:
@@ -84,12 +86,14 @@ def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Seq
     try:
         for point in points:
             bindings = [*base, *point.lines, *stores]
+            no_probe = False
             try:
                 gin_config.parse(configs, bindings)
                 from flowkit.train.settings import Trainer
 
-                Trainer()  # builds every component, as `flowkit config` does
+                settings = Trainer()  # builds every component, as `flowkit config` does
                 read.update(key for key, _ in point.bindings if _was_read(key))
+                no_probe = needs_probe and settings.probe is None
             except ConfigError as exc:
                 where, rest = _origin(one_line(exc), base, point)
                 if not where:
@@ -104,6 +108,11 @@ def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Seq
                 raise ConfigError(f"{where}: {rest}" if where else f"config: {rest}") from None
             finally:
                 gin.clear_config()
+            if no_probe:
+                raise ConfigError(
+                    "--objective probe_wer ranks the points by the intelligibility probe, but the experiment has "
+                    f"none{' at ' + ', '.join(point.lines) if point.bindings else ''}: bind "
+                    "-b 'Trainer.probe = @Probe()' (as gin/quickstart.gin does), or use --objective val_loss_ema")
     finally:
         gin.clear_config()
     for key in dict.fromkeys(key for point in points for key, _ in point.bindings):

@@ -222,7 +222,7 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
     points = plan_points(spec)
     names = point_names(points, _keys(spec))
     SweepState.open(root, spec)  # another sweep in root: refused before anything is parsed
-    check_points(spec.configs, spec.bindings, points, spec.data)
+    check_points(spec.configs, spec.bindings, points, spec.data, needs_probe=spec.objective == "probe_wer")
     with _sweep_lock(root):
         state = SweepState.open(root, spec)  # read again under the lock
         with refused_writes(f"--out {root}", root):  # sweep.json on a disk that filled up: one line
@@ -302,7 +302,7 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
     every = with_seeds(grid_points(spec.grid), spec.seeds)
     names = dict(zip((p.bindings for p in every), point_names(every, _keys(spec)), strict=True))
     SweepState.open(root, spec)
-    check_points(spec.configs, spec.bindings, every, spec.data)
+    check_points(spec.configs, spec.bindings, every, spec.data, needs_probe=spec.objective == "probe_wer")
     with _sweep_lock(root):
         state = SweepState.open(root, spec)
         with refused_writes(f"--out {root}", root):  # sweep.json on a disk that filled up: one line

@@ -163,3 +163,12 @@ def test_sweep_steps_binds_trainer_steps_for_every_point(stand_in: Path, tmp_pat
     assert result.exit_code == 0, result.output
     assert launched == [["Trainer.eval_every = 2", "Trainer.steps = 2", "Trainer.lr = 1e-3"],
                         ["Trainer.eval_every = 2", "Trainer.steps = 2", "Trainer.lr = 2e-3"]]
+
+
+def test_a_probe_objective_without_a_probe_is_refused_before_any_run(tmp_path: Path) -> None:
+    spec = SweepSpec(configs=(DEBUG_GIN,), bindings=(), data=(), grid=(parse_axis("Trainer.lr=[1e-3, 2e-3]"),),
+                     objective="probe_wer")
+    with pytest.raises(ConfigError, match=r"--objective probe_wer .* has none at Trainer.lr = 1e-3: bind -b "
+                                          r"'Trainer.probe = @Probe\(\)'"):
+        sweep_run.run_sweep(spec, tmp_path / "sw", say=lambda _: None)
+    assert not (tmp_path / "sw").exists()
