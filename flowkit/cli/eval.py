@@ -17,6 +17,7 @@ def evaluate(
         Path | None, typer.Option("--out", help="Eval folder. Default for a run: RUN/evals/<testset>-step<N>/. Run again to continue.")
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Noise seed (each utterance's noise comes from (seed, utt)).")] = 0,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Evaluate with K noise seeds (--seed .. --seed+K-1), one folder each under --out, and print each figure's mean and 95 % interval (bootstrap over utterances and seeds) into OUT/seeds.json.")] = 1,
     nfe: Annotated[int, typer.Option("--nfe", min=1, help="ODE solver steps (F5-TTS: 32).")] = 32,
     cfg: Annotated[float, typer.Option("--cfg", min=0.0, help="Classifier-free guidance strength (0 = off).")] = 2.0,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N accepted lines.")] = None,
@@ -51,6 +52,19 @@ def evaluate(
         chosen = choose_vocoder(vocoder, vocoder_path)
     settings = EvalSettings(seed=seed, nfe=nfe, cfg=cfg, batch=batch, limit=limit, weights="raw" if raw else "ema",
                             language=language, ceilings=not no_ceilings, samples=samples)
+    if seeds > 1:
+        from flowkit.evaluation.seeds import evaluate_seeds
+
+        done = evaluate_seeds(checkpoint, testset, out, range(seed, seed + seeds), settings=settings, asr=asr,
+                              vocoder=chosen)
+        for kind, figures in done.summary["figures"].items():
+            line = "  ".join(f"{name.upper()} {i['mean']:.3f} [{i['low']:.3f}, {i['high']:.3f}]"
+                             for name, i in figures.items())
+            console.print(f"{kind} (mean [95 % interval], {len(done.seeds)} seeds): {line}", markup=False,
+                          highlight=False)
+        console.print(f"wrote {done.out}/seeds.json and seed-*/ (seeds {', '.join(map(str, done.seeds))})",
+                      markup=False, highlight=False)
+        return
     outcome = run_eval(checkpoint, testset, out, settings=settings, asr=asr, vocoder=chosen)
     totals = outcome.summary["totals"]
 

@@ -293,6 +293,11 @@ def comparison_sections(runs: Sequence[RunDir], *, sweep: SweepInfo | None = Non
         block: Any = (Table(["binding", *(r.label for r in runs)], [[k, *v] for k, v in diff]) if diff
                       else Note("The runs' config.gin bindings are identical."))
         sections.append(Section("Config differences", [block]))
+    from flowkit.report.evals import seed_comparison_blocks
+
+    evals = seed_comparison_blocks(list(runs))
+    if evals:
+        sections.append(Section("Evaluations with intervals (flowkit eval --seeds)", evals))
     figures = _figures(runs, labels, best)
     sections.append(Section("Curves (overlaid)", figures or [Note("No metrics recorded yet.")]))
     return sections

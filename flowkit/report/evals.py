@@ -4,7 +4,9 @@ Reads the ``summary.json`` that ``flowkit eval`` writes (plain JSON, so the repo
 nothing of `flowkit.evaluation`): per eval folder its test list, step, judges and totals
 beside the ceilings (the target recordings, raw and through the run's vocoder), and where
 its ``eval.md`` lies. A folder without a summary (an eval still running, or killed) is
-listed as unfinished.
+listed as unfinished. A ``flowkit eval --seeds K`` folder (``seeds.json``) is one row of
+means with their 95 % intervals; `seed_comparison_blocks` compares such folders of two
+runs on the same test list and says which differences exceed the intervals.
 """
 
 from __future__ import annotations
@@ -16,7 +18,10 @@ from typing import Any
 from flowkit.report.document import Note, Table
 from flowkit.report.rundir import RunDir
 
-__all__ = ["EVALS_DIR", "eval_blocks"]
+__all__ = ["EVALS_DIR", "eval_blocks", "seed_comparison_blocks"]
+
+SEEDS_FILE = "seeds.json"  # flowkit.evaluation.seeds.SEEDS_FILE (the report reads plain JSON)
+SEED_FIGURES = ("wer", "cer", "sim", "dnsmos")
 
 EVALS_DIR = "evals"
 
@@ -35,6 +40,10 @@ def eval_blocks(run: RunDir) -> list[Any]:
     rows: list[list[str]] = []
     unfinished = []
     for folder in folders:
+        seeds = _seeds(folder)
+        if seeds is not None:
+            rows.append(_seeds_row(folder, seeds))
+            continue
         try:
             summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
             totals = summary["totals"]
@@ -55,4 +64,65 @@ def eval_blocks(run: RunDir) -> list[Any]:
     blocks: list[Any] = [Table(header, rows)] if rows else []
     if unfinished:
         blocks.append(Note(f"Unfinished (no summary.json yet; run the same flowkit eval again): {', '.join(unfinished)}"))
+    return blocks
+
+
+def _seeds(folder: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads((folder / SEEDS_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) and isinstance(data.get("figures"), dict) else None
+
+
+def _interval(figure: dict[str, Any] | None, digits: int = 3) -> str:
+    if not isinstance(figure, dict) or not isinstance(figure.get("mean"), (int, float)):
+        return "-"
+    return f"{figure['mean']:.{digits}f} [{figure['low']:.{digits}f}, {figure['high']:.{digits}f}]"
+
+
+def _seeds_row(folder: Path, seeds: dict[str, Any]) -> list[str]:
+    protocol = seeds.get("protocol", {})
+    figures = seeds["figures"].get("generated", {})
+    asr = (protocol.get("judges") or {}).get("asr") or {}
+    judge = " ".join(x for x in (asr.get("name", ""), asr.get("model", "")) if x) or "-"
+    return [f"{folder.name} ({len(protocol.get('seeds', []))} seeds, 95 % intervals)", str(protocol.get("step", "")),
+            "generated", str(protocol.get("items", "")), _interval(figures.get("wer")), _interval(figures.get("cer")),
+            _interval(figures.get("sim")), _interval(figures.get("dnsmos"), 2), "", judge]
+
+
+def seed_comparison_blocks(runs: list[Any]) -> list[Any]:
+    """For the first two runs holding ``--seeds`` evals of one test list (same SHA-256): per
+    figure both intervals, the difference and whether it exceeds them (the intervals do not
+    overlap); [] when no two such evals exist."""
+    found = []
+    for run in runs[:2]:
+        root = Path(run.path) / EVALS_DIR
+        evals = {}
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            seeds = _seeds(folder)
+            if seeds is not None:
+                evals.setdefault(seeds.get("protocol", {}).get("testset_sha256"), (folder, seeds))
+        found.append(evals)
+    if len(found) < 2:
+        return []
+    shared = [k for k in found[0] if k is not None and k in found[1]]
+    if not shared:
+        return []
+    (fa, a), (fb, b) = found[0][shared[0]], found[1][shared[0]]
+    pa, pb = a.get("protocol", {}), b.get("protocol", {})
+    rows = []
+    for name in SEED_FIGURES:
+        ia, ib = (a["figures"].get("generated") or {}).get(name), (b["figures"].get("generated") or {}).get(name)
+        if not (isinstance(ia, dict) and isinstance(ib, dict)):
+            continue
+        apart = ia["high"] < ib["low"] or ib["high"] < ia["low"]
+        rows.append([name.upper(), _interval(ia), _interval(ib), f"{ib['mean'] - ia['mean']:+.3f}",
+                     "yes: the intervals do not overlap" if apart else "no: within the intervals"])
+    blocks: list[Any] = [Table(["figure", f"{runs[0].label} ({fa.name})", f"{runs[1].label} ({fb.name})",
+                                "difference", "larger than the intervals?"], rows)]
+    differ = [k for k in ("nfe", "cfg", "judges", "model") if pa.get(k) != pb.get(k)]
+    if differ:
+        blocks.append(Note("Caution: the two evals differ in " + ", ".join(differ) + "; their figures measure "
+                           "different protocols."))
     return blocks

@@ -1,0 +1,124 @@
+"""`evaluate_seeds`: one eval per noise seed, then every figure with its 95 % interval.
+
+``OUT/seed-<s>/`` holds a whole `flowkit.evaluation.run.evaluate` folder per seed (each
+resumable on its own, so a killed ``--seeds`` run continues where it stopped);
+``OUT/seeds.json`` holds, per kind of clip (generated, and the ceilings where judged), each
+figure's point estimate and bootstrap interval over utterances and seeds
+(`flowkit.evaluation.uncertainty`), with the protocol the figures depend on: judges (models
+and versions), NFE, CFG, the solver with its sway, the vocoder, the seed list and the test
+list's SHA-256. Two such files are compared by `compare_seed_files`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from flowkit.errors import ConfigError
+from flowkit.evaluation.uncertainty import Interval, bootstrap, differs, table
+
+__all__ = ["FIGURES", "SEEDS_FILE", "SeedsOutcome", "compare_seed_files", "evaluate_seeds", "seed_figures"]
+
+SEEDS_FILE = "seeds.json"
+#: figure -> (results key, weight key): WER and CER are corpus rates (edits over reference
+#: words or characters); the others are means over utterances
+FIGURES: dict[str, tuple[str, str | None]] = {
+    "wer": ("wer", "words"), "cer": ("cer", "chars"), "sim": ("sim", None), "dnsmos": ("dnsmos", None),
+}
+
+
+@attrs.frozen
+class SeedsOutcome:
+    """What ``--seeds`` wrote: the folder, the seeds, and ``seeds.json``'s content."""
+
+    out: Path
+    seeds: tuple[int, ...]
+    summary: dict[str, Any]
+
+
+def _block(records: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
+    """The clips of ``kind`` ("generated", "truth", "vocoded") of one seed's records."""
+    if kind == "generated":
+        return {"records": list(records)}
+    return {"records": [{"utt": r["utt"], **r[kind]} for r in records if r.get(kind)]}
+
+
+def seed_figures(records_by_seed: Sequence[Sequence[dict[str, Any]]], *, seed: int = 0) -> dict[str, Any]:
+    """``{kind: {figure: Interval.to_dict()}}`` from each seed's ``results.jsonl`` records
+    (utterances that every seed holds); a figure no record scores is left out."""
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for kind in ("generated", "truth", "vocoded"):
+        blocks = [_block(records, kind)["records"] for records in records_by_seed]
+        if not blocks or not all(blocks):
+            continue
+        figures = {}
+        for name, (key, weight) in FIGURES.items():
+            num, den, utts = table(blocks, key, weight)
+            if not utts or not np.isfinite(num).any():
+                continue
+            figures[name] = bootstrap(num, den, seed=seed).to_dict()
+        if figures:
+            out[kind] = figures
+    return out
+
+
+def evaluate_seeds(checkpoint: str | Path, testset: str | Path, out: str | Path | None, seeds: Sequence[int], *,
+                   settings: Any, **kwargs: Any) -> SeedsOutcome:
+    """Run `flowkit.evaluation.run.evaluate` once per seed of ``seeds`` into ``out/seed-<s>/``
+    and write ``out/seeds.json`` (module docstring). ``kwargs`` go to ``evaluate``.
+
+    Raises:
+        ConfigError: fewer than two seeds, a seed given twice, or no ``out``.
+        As `flowkit.evaluation.run.evaluate` raises.
+    """
+    from flowkit.evaluation.run import IDENTITY, evaluate, read_results
+    from flowkit.io import atomic_write_json
+
+    seeds = tuple(int(s) for s in seeds)
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"--seeds: give two or more different seeds, not {list(seeds)}")
+    if out is None:
+        raise ConfigError("--seeds writes one eval folder per seed under --out DIR; give --out")
+    out = Path(out)
+    outcomes = [evaluate(checkpoint, testset, out / f"seed-{s}", settings=attrs.evolve(settings, seed=s), **kwargs)
+                for s in seeds]
+    records = [read_results(o.out / "results.jsonl") for o in outcomes]
+    identity = json.loads((outcomes[0].out / IDENTITY).read_text(encoding="utf-8"))
+    first = outcomes[0].summary
+    summary = {
+        "figures": seed_figures(records),
+        "protocol": {
+            "seeds": list(seeds), "testset": identity.get("testset"), "testset_sha256": identity.get("testset_sha256"),
+            "nfe": identity.get("nfe"), "cfg": identity.get("cfg"), "model": first.get("model"),
+            "checkpoint": identity.get("checkpoint"), "step": identity.get("step"), "weights": identity.get("weights"),
+            "vocoder": identity.get("vocoder"), "judges": identity.get("judges"), "language": identity.get("language"),
+            "items": min(len(r) for r in records), "interval": "95 % percentile bootstrap over utterances and seeds",
+        },
+        "per_seed": {str(s): o.summary.get("totals", {}).get("generated") for s, o in zip(seeds, outcomes, strict=True)},
+    }
+    atomic_write_json(out / SEEDS_FILE, summary)
+    return SeedsOutcome(out, seeds, summary)
+
+
+def compare_seed_files(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per figure of the generated audio in both ``seeds.json`` contents: both intervals,
+    the difference of the means and whether the intervals do not overlap (``differs``);
+    ``same_protocol`` says whether test list, NFE, CFG and judges match (otherwise the
+    figures measure different things)."""
+    pa, pb = a.get("protocol", {}), b.get("protocol", {})
+    same = all(pa.get(k) == pb.get(k) for k in ("testset_sha256", "nfe", "cfg", "judges"))
+    rows = []
+    for name, fa in (a.get("figures", {}).get("generated") or {}).items():
+        fb = (b.get("figures", {}).get("generated") or {}).get(name)
+        if fb is None:
+            continue
+        ia, ib = Interval(**fa), Interval(**fb)
+        rows.append({"figure": name, "a": ia, "b": ib, "difference": ib.mean - ia.mean, "differs": differs(ia, ib),
+                     "same_protocol": same})
+    return rows
