@@ -15,8 +15,12 @@
 
 A run is deterministic from its seed; a run directory that holds checkpoints is resumed.
 
+With ``--timings learned`` the 16 clips' timings come from a learned aligner (docs/alignment.md)
+trained on all of the speaker's English clips in the corpus, instead of ``aligner.energy``.
+
 Usage: python tools/memorise.py [--out runs/memorise] [--corpus ../shared/data/asterisk-5voice]
            [-b BINDING]... [--docs-image docs/images/memorise-spectrograms.png]
+           [--timings energy|learned] [--align-steps N]
 """
 
 from __future__ import annotations
@@ -136,12 +140,44 @@ def spectrograms(run: Path, out: Path) -> None:
     out.write_bytes(spectrograms_png(panels, frame_rate=im.frame_rate))
 
 
+def learned_timings(corpus: Path, out: Path, store: Path, steps: int | None) -> None:
+    """Replace the 16 clips' energy timings by a learned aligner's: the aligner trains on every
+    English clip of the speaker in the corpus (``OUT/allison.zarr``, ``OUT/align``), then writes
+    its timings into the 16-clip store (version ``learned``)."""
+    from flowkit.align.apply import align_store
+    from flowkit.align.training import train_aligner
+    from flowkit.data.prepare import PrepareSettings, prepare_store
+    from flowkit.data.store import StoreReader
+
+    speaker_store = out / "allison.zarr"
+    if not (speaker_store / "zarr.json").is_file():
+        rows = [line.split("|") for line in (corpus / "metadata.csv").read_text(encoding="utf-8").splitlines()]
+        manifest = out / "allison.jsonl"
+        manifest.write_text("".join(json.dumps({"id": seg, "audio": str(corpus / "wavs" / f"{seg}.flac"), "text": text,
+                                                "speaker": speaker, "language": language}) + "\n"
+                                    for seg, text, speaker, language in rows
+                                    if speaker == "allison" and language == "en" and "_silence-" not in seg),
+                            encoding="utf-8")
+        prepare_store([manifest], speaker_store, settings=PrepareSettings(), workers=1, progress=False)
+    train_aligner([REPO / "gin" / "align.gin"], [], data=[speaker_store], out=out / "align", steps=steps)
+    reader = StoreReader.open(store)
+    active = reader.timings
+    reader.close()
+    if active != "learned":
+        outcome = align_store(store, out / "align", progress=False)
+        print(f"memorise: learned timings for {outcome.aligned} of 16 sentences (refused: {outcome.refused or 'none'})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "runs" / "memorise")
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("-b", "--binding", action="append", default=[])
     parser.add_argument("--docs-image", type=Path, default=None)
+    parser.add_argument("--timings", choices=("energy", "learned"), default="energy",
+                        help="the 16 clips' word timings: aligner.energy's (prepare), or a learned aligner's "
+                        "trained on the speaker's English clips (flowkit align)")
+    parser.add_argument("--align-steps", type=int, default=None, help="the aligner's steps (default gin/align.gin's)")
     args = parser.parse_args()
     if not (args.corpus / "metadata.csv").is_file():
         sys.exit(f"memorise: the asterisk-5voice corpus is not at {args.corpus}; pass --corpus DIR")
@@ -150,6 +186,8 @@ def main() -> None:
 
     store, run_dir = args.out / "data.zarr", args.out / "run"
     prepare(args.corpus, store)
+    if args.timings == "learned":
+        learned_timings(args.corpus, args.out, store, args.align_steps)
     bindings = [f"Probe.audio_dirs = ['{args.corpus / 'wavs'}']", *args.binding]
     if checkpoint.list_checkpoints(run_dir / "checkpoints"):
         outcome = run.resume(run_dir, bindings=bindings)
