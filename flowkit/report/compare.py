@@ -116,6 +116,7 @@ class SweepInfo:
     path: Path
     objective: str | None
     wall_s: dict[str, float]  # run directory -> seconds its attempts took
+    missing: tuple[str, ...] = ()  # points sweep.json says were started whose run directory is gone
 
 
 def expand_sweeps(paths: Sequence[Path]) -> tuple[list[Path], SweepInfo | None]:
@@ -140,13 +141,16 @@ def expand_sweeps(paths: Sequence[Path]) -> tuple[list[Path], SweepInfo | None]:
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise DataError(f"{file}: cannot be read as a sweep file ({type(exc).__name__}); it is written by flowkit sweep") from None
         runs = [Path(path) / str(p.get("dir") or p["name"]) for p in points]
+        # a point that was started (attempts > 0) and has no run directory was deleted or moved
+        gone = tuple(str(p["name"]) for p, r in zip(points, runs, strict=True)
+                     if not r.is_dir() and (p.get("attempts") or p.get("state") not in (None, "pending")))
         runs = [r for r in runs if r.is_dir()]
         if not runs:
             raise DataError(f"{path} is a sweep with no run directory yet; run its flowkit sweep command first")
         out += runs
         if info is None:
             spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
-            info = SweepInfo(Path(path), spec.get("objective"), {})
+            info = SweepInfo(Path(path), spec.get("objective"), {}, gone)
         for p in points:
             if isinstance(p.get("wall_s"), (int, float)) and p["wall_s"] > 0:
                 info.wall_s[str(Path(path) / str(p.get("dir") or p["name"]))] = float(p["wall_s"])
@@ -288,7 +292,12 @@ def comparison_sections(runs: Sequence[RunDir], *, sweep: SweepInfo | None = Non
     where = Facts([(r.label, str(r.path)) for r in runs]) if len(runs) <= DETAIL_RUNS else Note(
         f"{len(runs)} runs" + (f" of the sweep {sweep.path}" if sweep is not None else "")
         + "; click a column title to sort by it. Each run's own report: flowkit report RUN_DIR.")
-    sections = [Section("Runs", [verdict, Table(header, rows, sortable=True), *caution, where])]
+    missing = [Note(
+        f"Missing: {len(sweep.missing)} point(s) of the sweep were started but their run directory is gone "
+        f"({', '.join(sweep.missing[:5])}{', ...' if len(sweep.missing) > 5 else ''}); they are not compared, and the "
+        "best run is named among the others. Run the sweep's command again to train them anew."
+    )] if sweep is not None and sweep.missing else []
+    sections = [Section("Runs", [verdict, *missing, Table(header, rows, sortable=True), *caution, where])]
     if len(runs) <= DETAIL_RUNS:
         block: Any = (Table(["binding", *(r.label for r in runs)], [[k, *v] for k, v in diff]) if diff
                       else Note("The runs' config.gin bindings are identical."))

@@ -71,12 +71,14 @@ class RunDir:
     Attributes:
         path: the run directory.
         records: ``metrics.jsonl`` records in file order (torn or invalid lines skipped).
-        torn_lines: how many lines could not be parsed.
+        torn_lines: how many lines could not be parsed; torn_inside: one of them is not the
+            last line (a damaged file: figures may lack what those lines held).
         heartbeat, run_info, latent_stats, lock: the JSON files, ``{}`` when absent.
         resumes: ``(step, info)`` of every ``resume_info-<step>.json``, by step.
         rejections: ``data_rejections.jsonl`` records.
         config_text: ``config.gin`` ("" when absent).
         checkpoints, best: checkpoint directories, oldest first.
+        damaged: names of the run's JSON files that exist but do not parse (read as ``{}``).
     """
 
     path: Path
@@ -92,6 +94,8 @@ class RunDir:
     best: tuple[CheckpointEntry, ...]
     lock: Mapping[str, Any]
     now: float
+    torn_inside: bool = False
+    damaged: tuple[str, ...] = ()
 
     # ---- metrics ----
 
@@ -235,35 +239,42 @@ class RunDir:
         return self.path.name or str(self.path)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    """A JSON object from ``path``; ``{}`` when missing or unreadable (a report never fails on it)."""
+def _read_json(path: Path, damaged: list[str] | None = None) -> dict[str, Any]:
+    """A JSON object from ``path``; ``{}`` when missing or unreadable (a report never fails on
+    it). A file that exists but is not a JSON object is named in ``damaged``."""
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return {}
-    return value if isinstance(value, dict) else {}
+    except (OSError, ValueError):
+        value = None
+    if not isinstance(value, dict):
+        if damaged is not None:
+            damaged.append(path.name)
+        return {}
+    return value
 
 
-def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int]:
-    """Records of a JSON-lines file and the number of lines that did not parse."""
+def _read_jsonl(path: Path) -> tuple[list[dict[str, Any]], int, bool]:
+    """Records of a JSON-lines file, the number of lines that did not parse, and whether one
+    of those is not the last line (a damaged file, not a writer caught mid-line)."""
     try:
         raw = path.read_bytes()
     except OSError:
-        return [], 0
-    records, bad = [], 0
-    for line in raw.split(b"\n"):
-        if not line.strip():
-            continue
+        return [], 0, False
+    records, bad, inside = [], 0, False
+    lines = [line for line in raw.split(b"\n") if line.strip()]
+    for k, line in enumerate(lines):
         try:
             value = json.loads(line)
         except ValueError:  # a torn last line of a run being written, or a damaged file
-            bad += 1
-            continue
+            value = None
         if isinstance(value, dict):
             records.append(value)
         else:
             bad += 1
-    return records, bad
+            inside = inside or k < len(lines) - 1
+    return records, bad, inside
 
 
 def _checkpoints(root: Path) -> tuple[CheckpointEntry, ...]:
@@ -301,13 +312,14 @@ def read_run(path: str | os.PathLike[str], *, now: float | None = None) -> RunDi
             f"{root} is not a flowkit run (no metrics.jsonl, run_info.json, config.gin or checkpoints/); "
             "give a directory made by `flowkit train --out`"
         )
-    records, torn = _read_jsonl(root / "metrics.jsonl")
-    rejections, _ = _read_jsonl(root / "data_rejections.jsonl")
+    records, torn, torn_inside = _read_jsonl(root / "metrics.jsonl")
+    rejections, _, _ = _read_jsonl(root / "data_rejections.jsonl")
+    damaged: list[str] = []
     resumes = []
     for entry in root.iterdir():
         match = _RESUME_INFO.match(entry.name)
         if match:
-            resumes.append((int(match.group(1)), _read_json(entry)))
+            resumes.append((int(match.group(1)), _read_json(entry, damaged)))
     try:
         config_text = (root / "config.gin").read_text(encoding="utf-8")
     except OSError:
@@ -316,14 +328,16 @@ def read_run(path: str | os.PathLike[str], *, now: float | None = None) -> RunDi
         path=root,
         records=tuple(records),
         torn_lines=torn,
-        heartbeat=_read_json(root / "heartbeat.json"),
-        run_info=_read_json(root / "run_info.json"),
+        heartbeat=_read_json(root / "heartbeat.json", damaged),
+        run_info=_read_json(root / "run_info.json", damaged),
         resumes=tuple(sorted(resumes, key=lambda x: x[0])),
         rejections=tuple(rejections),
-        latent_stats=_read_json(root / "latent_stats.json"),
+        latent_stats=_read_json(root / "latent_stats.json", damaged),
         config_text=config_text,
         checkpoints=_checkpoints(root / "checkpoints"),
         best=_checkpoints(root / "best"),
         lock=_read_json(root / "run.lock"),
         now=time.time() if now is None else now,
+        torn_inside=torn_inside,
+        damaged=tuple(sorted(damaged)),
     )

@@ -105,7 +105,11 @@ def _facts(run: RunDir) -> Facts:
         init = run.info("init_from")
         items.append(("init from", f"{init.get('checkpoint')} (step {init.get('step')})" if isinstance(init, Mapping) else str(init)))
     if run.torn_lines:
-        items.append(("metrics.jsonl", f"{run.torn_lines} unreadable line(s) skipped (a torn last line of a live run)"))
+        why = ("damaged lines inside the file: the figures above lack what they held" if run.torn_inside
+               else "the last line, torn: a line being written, or a writer stopped mid-line")
+        items.append(("metrics.jsonl", f"{run.torn_lines} unreadable line(s) skipped ({why})"))
+    if run.damaged:
+        items.append(("damaged files", f"{', '.join(run.damaged)} cannot be read as JSON; what they record is shown as '-'"))
     return Facts(items)
 
 

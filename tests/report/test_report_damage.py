@@ -1,0 +1,51 @@
+"""A report says what it could not read: a damaged line inside metrics.jsonl (not called a
+torn last line), a run file that does not parse, and sweep points whose run directory is gone."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from report_helpers import write_synthetic_run
+
+from flowkit.report.compare import comparison_sections, expand_sweeps
+from flowkit.report.rundir import read_run
+from flowkit.report.summary import _facts
+
+
+def _facts_text(run) -> dict[str, str]:
+    return dict(_facts(run).items)
+
+
+def test_a_damaged_line_inside_metrics_and_a_garbled_run_info_are_said(tmp_path: Path) -> None:
+    root = write_synthetic_run(tmp_path / "r", "completed")
+    lines = (root / "metrics.jsonl").read_text().splitlines()
+    lines[3] = lines[3][: len(lines[3]) // 2]  # damaged in the middle of the file
+    (root / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+    (root / "run_info.json").write_text('{"seed": 0, "device": ')
+    run = read_run(root)
+    assert run.torn_lines == 1 and run.torn_inside and run.damaged == ("run_info.json",)
+    facts = _facts_text(run)
+    assert "damaged lines inside the file" in facts["metrics.jsonl"] and "torn last line" not in facts["metrics.jsonl"]
+    assert facts["damaged files"].startswith("run_info.json cannot be read as JSON")
+
+
+def test_a_torn_last_line_is_still_called_so(tmp_path: Path) -> None:
+    run = read_run(write_synthetic_run(tmp_path / "live", "in_progress"))
+    assert run.torn_lines == 1 and not run.torn_inside and run.damaged == ()
+    assert "the last line, torn" in _facts_text(run)["metrics.jsonl"]
+
+
+def test_a_sweep_point_whose_run_is_gone_is_named(tmp_path: Path) -> None:
+    sweep = tmp_path / "sw"
+    write_synthetic_run(sweep / "lr=1e-3", "completed")
+    points = [{"name": "lr=1e-3", "bindings": ["Trainer.lr = 1e-3"], "state": "done", "attempts": 1},
+              {"name": "lr=2e-3", "bindings": ["Trainer.lr = 2e-3"], "state": "done", "attempts": 1},
+              {"name": "lr=4e-3", "bindings": ["Trainer.lr = 4e-3"], "state": "pending", "attempts": 0}]
+    (sweep / "sweep.json").write_text(json.dumps({"version": 1, "spec": {}, "points": points}))
+    paths, info = expand_sweeps([sweep])
+    assert paths == [sweep / "lr=1e-3"] and info is not None and info.missing == ("lr=2e-3",)
+    sections = comparison_sections([read_run(p) for p in paths], sweep=info)
+    notes = [getattr(b, "text", "") for b in sections[0].blocks]
+    assert any(n.startswith("Missing: 1 point(s) of the sweep were started but their run directory is gone (lr=2e-3)")
+               for n in notes), notes
