@@ -84,7 +84,10 @@ def test_speaker_centroid_flags_another_voice_under_the_label() -> None:
 
     root = demo_clips_path()
     june = demo_group(root, "june", "fr", N)
-    carlo = demo_group(root, "carlo", "it", 1)[0]
-    clips = [*june, with_info(carlo, speaker="june", language="fr")]  # carlo's voice labelled june
+    carlo = demo_group(root, "carlo", "it", N)
+    # carlo's last clip labelled june: nearer carlo's centroid than june's
+    clips = [*june, *carlo[:-1], with_info(carlo[-1], speaker="june", language="fr")]
     d = decide(_build("speaker_centroid"), clips)
-    assert [i for i, r in enumerate(d.reasons) if r] == [N], (d.values, d.reasons)
+    assert [i for i, r in enumerate(d.reasons) if r] == [len(clips) - 1], (d.values, d.reasons)
+    assert "nearer speaker carlo's centroid than june's" in d.reasons[-1]
+    assert d.values[-1] > 0 > max(d.values[:-1])  # the margin: own distance less the nearest other's
