@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import shutil
 from collections.abc import Mapping
@@ -176,10 +177,16 @@ def verify_checkpoint(path: str | os.PathLike[str]) -> str | None:
     return None
 
 
-def find_latest(directory: str | os.PathLike[str]) -> tuple[Path | None, list[tuple[Path, str]]]:
-    """The newest valid checkpoint in ``directory`` and the newer ones skipped, with reasons."""
+def find_latest(directory: str | os.PathLike[str], *, before: Path | None = None
+                ) -> tuple[Path | None, list[tuple[Path, str]]]:
+    """The newest valid checkpoint in ``directory`` and the newer ones skipped, with reasons;
+    ``before``: only checkpoints of a lower step than that checkpoint's."""
+    match = None if before is None else _NAME.match(before.name)
+    limit = int(match.group(1)) if match else None
     skipped: list[tuple[Path, str]] = []
-    for _, path in reversed(list_checkpoints(directory)):
+    for step, path in reversed(list_checkpoints(directory)):
+        if limit is not None and step >= limit:
+            continue
         reason = verify_checkpoint(path)
         if reason is None:
             return path, skipped
@@ -230,8 +237,13 @@ def load_checkpoint(path: str | os.PathLike[str], *, map_location: str | torch.d
     try:
         meta = json.loads((root / META_FILE).read_text())
         state = torch.load(root / STATE_FILE, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as exc:  # weights_only refused an object: never unpickled, and no torch advice
+        raise CheckpointError(
+            f"{root}: {STATE_FILE} holds pickled Python objects, which flowkit never loads (a checkpoint holds "
+            "tensors and plain values only); use another checkpoint of the run") from exc
     except Exception as exc:  # torch raises several types for a bad archive
-        raise CheckpointError(f"{root}: cannot read the checkpoint ({type(exc).__name__}: {exc})") from exc
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise CheckpointError(f"{root}: cannot read the checkpoint ({type(exc).__name__}: {first})") from exc
     if meta.get("format_version") != FORMAT_VERSION:
         raise CheckpointError(
             f"{root}: checkpoint format {meta.get('format_version')} is not supported "

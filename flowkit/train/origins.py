@@ -235,12 +235,13 @@ def _parent_checkpoint(parent: Path) -> checkpoint.LoadedCheckpoint:
     return loaded
 
 
-def _newest_valid(workspace: Workspace) -> tuple[Path | None, list[tuple[Path, str]]]:
+def _newest_valid(workspace: Workspace, before: Path | None = None) -> tuple[Path | None, list[tuple[Path, str]]]:
     """The checkpoint to continue from: the newest valid one in ``checkpoints/``, else the
-    one in ``best/`` (with a warning: the steps after it are trained again)."""
-    path, skipped = checkpoint.find_latest(workspace.checkpoints)
+    one in ``best/`` (with a warning: the steps after it are trained again). ``before``: only
+    checkpoints older than that one (the next candidate after it failed to load)."""
+    path, skipped = checkpoint.find_latest(workspace.checkpoints, before=before)
     if path is None:
-        best, best_skipped = checkpoint.find_latest(workspace.best)
+        best, best_skipped = checkpoint.find_latest(workspace.best, before=before)
         if best is not None and skipped:
             warn(f"every checkpoint in {workspace.checkpoints} is damaged; continuing from {best}")
         path, skipped = best, skipped + best_skipped
@@ -264,6 +265,7 @@ def plan_start(workspace: Workspace, parsed: Any, init_from: Path | None = None,
             another config (naming the first differing binding).
     """
     root = workspace.root
+    workspace.check_layout()
     saved_config = workspace.config.read_text(encoding="utf-8") if workspace.config.is_file() else None
     has_checkpoints = bool(checkpoint.list_checkpoints(workspace.checkpoints) or checkpoint.list_checkpoints(workspace.best))
     if saved_config is None:
@@ -274,8 +276,19 @@ def plan_start(workspace: Workspace, parsed: Any, init_from: Path | None = None,
         return InitFrom(_parent_checkpoint(Path(init_from))) if init_from is not None else Fresh()
     allowed = compatibility.check_resume_config(saved_config, parsed.text, run_dir=str(root))
     path, skipped = _newest_valid(workspace)
-    if path is not None:
-        loaded = checkpoint.load_checkpoint(path)
+    loaded = None
+    while path is not None:
+        try:
+            loaded = checkpoint.load_checkpoint(path)
+            break
+        except CheckpointError as exc:  # verified, yet unreadable (e.g. a pickled object): the next older one
+            reason = str(exc).removeprefix(f"{path}: ")
+            older, more = _newest_valid(workspace, before=path)
+            if older is not None:
+                warn(f"skipping checkpoint {path}: {reason}; resuming from {older.name}")
+            skipped += [(path, reason), *more]
+            path = older
+    if path is not None and loaded is not None:
         # the checkpoint's own config is the reference (config.gin may carry allowed changes)
         allowed = compatibility.check_resume_config(loaded.meta["config_text"], parsed.text, run_dir=str(root))
         say(f"{command}: continuing {root} from {path.parent.name}/{path.name} (step {loaded.step})")

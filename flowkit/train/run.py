@@ -217,6 +217,7 @@ def resume(run_dir: Path, *, steps: int | None = None, bindings: Sequence[str] =
     workspace = Workspace(Path(run_dir))
     if not Path(run_dir).exists():
         raise ResumeError(f"{run_dir} does not exist; give a run directory written by flowkit train")
+    workspace.check_layout()
     if not workspace.config.is_file():
         found = _newest_checkpoint_anywhere(workspace)
         if found is None:

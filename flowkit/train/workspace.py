@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from flowkit.errors import TrainingError
+from flowkit.errors import ResumeError, TrainingError
 from flowkit.io import atomic_write_json, atomic_write_text
 from flowkit.processes import pid_alive
 
@@ -142,6 +142,22 @@ class Workspace:
 
     def create(self) -> None:
         self.checkpoints.mkdir(parents=True, exist_ok=True)
+
+    def check_layout(self) -> None:
+        """Refuse a run directory whose entries are of the wrong kind (``checkpoints`` a file,
+        ``metrics.jsonl`` a folder, ...): a run would fail on them part-way.
+
+        Raises:
+            ResumeError: naming the entry, what it should be, and the fix.
+        """
+        folders = (self.checkpoints, self.best, self.config_sources)
+        files = (self.metrics, self.config, self.root / "heartbeat.json", self.root / "run_info.json",
+                 self.root / "latent_stats.json", self.root / "data_rejections.jsonl")
+        for path, folder in [*((p, True) for p in folders), *((p, False) for p in files)]:
+            if path.exists() and path.is_dir() != folder:
+                kind, should = ("a file", "a folder") if folder else ("a folder", "a file")
+                raise ResumeError(f"{path} is {kind}, but a run keeps {should} there; move it aside (nothing of "
+                                  "the run was changed), or give another --out")
 
     def lock(self) -> RunLock:
         """Take ``run.lock`` (see `RunLock.acquire`)."""

@@ -65,6 +65,19 @@ def _missing_state(ckpt: Path) -> None:
     (ckpt / "state.pt").unlink()
 
 
+def _pickled_object(ckpt: Path) -> None:
+    """A state.pt holding a pickled object, its manifest rewritten to match: it verifies, and
+    only the loader (weights_only) can refuse it."""
+    import argparse
+    import hashlib
+
+    torch.save({"payload": argparse.Namespace(x=1)}, ckpt / "state.pt")
+    data = (ckpt / "state.pt").read_bytes()
+    manifest = json.loads((ckpt / "manifest.json").read_text())
+    manifest["files"]["state.pt"] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+    (ckpt / "manifest.json").write_text(json.dumps(manifest))
+
+
 DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "truncated_file": (_truncate, "truncated"),
     "flipped_bytes": (_flip_state, "sha256"),
@@ -72,6 +85,7 @@ DAMAGE: dict[str, tuple[Callable[[Path], None], str]] = {
     "missing_manifest": (_no_manifest, "manifest.json"),
     "missing_marker": (_no_marker, "COMPLETE"),
     "missing_state_file": (_missing_state, "state.pt is missing"),
+    "pickled_object": (_pickled_object, "holds pickled Python objects, which flowkit never loads"),
 }
 
 
@@ -185,3 +199,22 @@ def test_exported_safetensors_are_labelled_and_load_strictly(which: str, referen
         assert any(not torch.equal(state["model"][k], v) for k, v in state["ema"]["shadow"].items())
     with pytest.raises(CheckpointError, match="'ema' or 'raw'"):
         checkpoint.export_safetensors(ckpt, tmp_path / "x.safetensors", which="best")
+
+
+@pytest.mark.parametrize("entry", ["metrics.jsonl", "checkpoints"])
+def test_a_run_entry_of_the_wrong_kind_is_one_resume_error(entry: str, reference: Path, tmp_path: Path) -> None:
+    """metrics.jsonl a folder, or checkpoints a file: refused before anything is written."""
+    out = tmp_path / "run"
+    shutil.copytree(reference, out)
+    target = out / entry
+    shutil.rmtree(target) if target.is_dir() else target.unlink()
+    if entry == "checkpoints":
+        target.write_text("not a folder\n")
+    else:
+        target.mkdir()
+    before = sorted(p.name for p in out.iterdir())
+    for call in (lambda: run.resume(out, device="cpu"),
+                 lambda: run.train([DEBUG_GIN], [*TINY, KEEP], out=out, steps=STEPS, device="cpu")):
+        with pytest.raises(ResumeError, match=rf"{entry} is a (file|folder), but a run keeps a (folder|file) there"):
+            call()
+    assert sorted(p.name for p in out.iterdir()) == before
