@@ -175,6 +175,16 @@ def score(corrupted: Path, curation: Path, markdown: bool) -> dict:
             v = table[kind]
             by = ", ".join(f"{c} {n}" for c, n in v["by"].most_common())
             print(sep.join([kind, str(v["clips"]), str(v["dropped"]), f"{v['dropped'] / v['clips']:.1%}", by or "-"]))
+    languages = {line.split("|")[0]: line.split("|")[3] for line in
+                 (corrupted / "metadata.csv").read_text(encoding="utf-8").splitlines() if line.count("|") >= 3}
+    for kind in corrupted_kinds:
+        per: dict[str, list[int]] = {}
+        for sid, t in truth.items():
+            if t["corruption"] == kind:
+                row = per.setdefault(languages.get(sid, "?"), [0, 0])
+                row[0] += 1
+                row[1] += not decisions[sid]["keep"]
+        print(f"{kind} by language: " + ", ".join(f"{lang} {d}/{n}" for lang, (n, d) in sorted(per.items())))
     print(f"corrupted clips found: {found}/{total} = {summary['corrupted_found']:.1%}; clean clips dropped: "
           f"{table['none']['dropped']}/{table['none']['clips']} = {summary['clean_dropped']:.1%}")
     return summary

@@ -24,7 +24,7 @@ __all__ = ["PAGE", "distribution_png", "write_page"]
 
 PAGE = "curation.html"
 #: groups drawn in one figure; more are drawn as one pooled histogram with every threshold
-MAX_PANELS = 12
+MAX_PANELS = 24
 
 
 def distribution_png(decision: Decision, groups: Sequence[str]) -> bytes:
