@@ -92,6 +92,24 @@ _Configs = Annotated[
 ]
 
 
+def _refuse_aligner_config(config: list[Path]) -> None:
+    """An aligner experiment (it binds ``AlignRun``) given to ``flowkit train`` would train a
+    default DiT; it is refused with the command that runs it."""
+    import re
+
+    from flowkit.config import resolve_config_file
+    from flowkit.errors import ConfigError, FlowkitError
+
+    for name in config:
+        try:
+            text = resolve_config_file(name).read_text(encoding="utf-8")
+        except (FlowkitError, OSError, UnicodeError):  # the parse reports a missing or unreadable file
+            continue
+        if re.search(r"^\s*AlignRun\.", text, re.MULTILINE):
+            raise ConfigError(f"{name} is an aligner experiment (it binds AlignRun): run it with "
+                              f"`flowkit align train {name} --data STORE --out ALIGN_RUN`")
+
+
 def train(
     config: _Configs,
     binding: _Bindings = None,
@@ -121,6 +139,7 @@ def train(
     from flowkit.train.run import default_run_dir
     from flowkit.train.run import train as run_train
 
+    _refuse_aligner_config(config)
     out = out or default_run_dir(config[0])
     check_out_path(out, label=f"--out {out}", folder=True)
     check_writable(out, label=f"--out {out}")  # a read-only, full or locked disk: refused before the data load

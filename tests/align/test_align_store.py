@@ -202,3 +202,14 @@ def test_cli_write_prints_the_boundary_error_against_reference_grids(aligned, tm
     row = next(line for line in result.stdout.splitlines() if "prepare (estimated): words" in line)
     assert row.split("│")[4].strip() == "0.00"
     assert "learned: words" in result.stdout
+
+
+def test_train_refuses_an_aligner_experiment(tmp_path):
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    result = CliRunner().invoke(app, ["train", "gin/align.gin", "--out", str(tmp_path / "r")])
+    assert result.exit_code == 2, result.output
+    assert "gin/align.gin is an aligner experiment (it binds AlignRun): run it with `flowkit align train" in result.output
+    assert not (tmp_path / "r").exists()
