@@ -104,3 +104,19 @@ def test_cli_and_synthesis_load_the_average(tmp_path: Path) -> None:
     mixed = save_tiny_checkpoint(tmp_path / "x", TEXTS, step=5, text_path="unaligned")
     result = CliRunner().invoke(app, ["average", str(path), str(mixed), "--out", str(tmp_path / "o")])
     assert result.exit_code == 4 and "different configs" in result.output
+
+
+def test_init_from_an_average(tiny_store: Path, tmp_path: Path) -> None:
+    from train_helpers import DEBUG_GIN, TINY, train
+
+    from flowkit.train import run
+
+    parent = tmp_path / "parent"
+    assert train(tiny_store, parent, "Trainer.save_every = 2", steps=4).status == "completed"
+    done = average_run(parent, last=2)
+    child = tmp_path / "child"
+    outcome = run.train([DEBUG_GIN], list(TINY), data=[tiny_store], out=child, steps=1, device="cpu",
+                        init_from=done.path)
+    assert outcome.status == "completed"
+    info = json.loads((child / "run_info.json").read_text())
+    assert info["init_from"]["checkpoint"] == str(done.path.resolve())
