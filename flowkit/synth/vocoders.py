@@ -136,6 +136,13 @@ class Vocos:
     path: str = ""
     device: str = "cpu"
 
+    def __attrs_post_init__(self) -> None:
+        if hub.is_hub(self.path):  # its form only, nothing fetched: `flowkit config` refuses what train would
+            try:
+                hub.parse(self.path)
+            except ConfigError as exc:
+                raise ConfigError(f"vocoder.vocos.path = {str(self.path)!r}: {exc}") from None
+
     def _directory(self) -> Path:
         if not str(self.path):
             raise ConfigError(

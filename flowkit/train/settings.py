@@ -211,7 +211,10 @@ class Trainer:
             )
         if self.lr <= 0:
             raise ConfigError(f"Trainer.lr = {self.lr!r} must be > 0 (F5-TTS uses 7.5e-5)")
-        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+        def number(v: object) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+        if len(self.betas) != 2 or not all(number(b) and 0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"Trainer.betas = {tuple(self.betas)!r} must be two values in [0, 1), e.g. (0.9, 0.98)")
         if self.weight_decay < 0:
             raise ConfigError(f"Trainer.weight_decay = {self.weight_decay!r} must be >= 0 (AdamW's default 0.01; 0 = off)")
@@ -230,6 +233,10 @@ class Trainer:
             raise ConfigError(
                 f"Trainer.cfg_drop has unknown key(s) {sorted(unknown)}; the keys are text_p, prompt_p, both_p"
             )
+        for key, p in self.cfg_drop.items():
+            if not (number(p) and 0.0 <= p <= 1.0):
+                raise ConfigError(f"Trainer.cfg_drop = {dict(self.cfg_drop)!r}: {key} = {p!r} must be a probability "
+                                  "in [0, 1], e.g. {'text_p': 0.0, 'prompt_p': 0.3, 'both_p': 0.2}")
         if not self.losses:
             raise ConfigError("Trainer.losses is empty; give at least [@loss.masked_mse()]")
         if self.dist_timeout_s <= 0:

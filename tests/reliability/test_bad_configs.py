@@ -52,6 +52,13 @@ CASES: dict[str, tuple[str | None, tuple[str, ...], str, tuple[str, ...]]] = {
     "negative_flow_loss_weight": ("loss.masked_mse.weight = -1.0", (), "train", ("loss.masked_mse", "> 0")),
     "wrong_kind_in_a_slot": ("Trainer.schedule = @loss.masked_mse()", (), "config",
                              ("Trainer.schedule = loss.masked_mse is not a schedule",)),
+    # values `flowkit config` passed and train then refused (or failed on with no binding named)
+    "betas_holding_a_string": ("Trainer.betas = ('a', 0.9)", (), "config",
+                               ("bad.gin:2", "Trainer.betas = ('a', 0.9) must be two values in [0, 1)")),
+    "cfg_drop_not_a_probability": ("Trainer.cfg_drop = {'both_p': 'x'}", (), "config",
+                                   ("bad.gin:2", "both_p = 'x' must be a probability")),
+    "malformed_hf_vocoder_path": ("Trainer.vocoder = @vocoder.vocos()\nvocoder.vocos.path = 'hf:/x'", (), "config",
+                                  ("bad.gin:3", "vocoder.vocos.path = 'hf:/x'", "not a Hugging Face reference")),
 }
 FAST_SUBPROCESS = ("misspelled_component", "value_out_of_range")
 
