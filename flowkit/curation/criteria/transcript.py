@@ -92,10 +92,15 @@ class TranscriptCER:
             return f"transcript_cer: CER {value:.2f} of its own transcript > {t.high:.2f} (group {t.group}: median {t.median:.2f})"
 
         reasons, thresholds = by_group([c.group for c in clips], values, bounds, describe)
-        unjudged = sorted({c.language or "?" for c, v in zip(clips, values, strict=True) if not np.isfinite(v)})
-        notes = [f"transcript_cer: {sum(not np.isfinite(v) for v in values)} clips not judged "
-                 f"(languages {', '.join(unjudged)}: not known to {self.recognizer_name()}, or an empty transcript)"] \
-            if unjudged else []
+        unknown = [c.language or "?" for c, m in zip(clips, measures, strict=True) if m.get("hypothesis") is None]
+        empty = sum(1 for m, v in zip(measures, values, strict=True) if m.get("hypothesis") is not None
+                    and not np.isfinite(v))
+        notes = []
+        if unknown:
+            notes.append(f"transcript_cer: {len(unknown)} clips not judged: languages {', '.join(sorted(set(unknown)))} "
+                         f"are not known to {self.recognizer_name()} (give a multilingual model: docs/curation.md)")
+        if empty:
+            notes.append(f"transcript_cer: {empty} clips not judged: their transcript has no word to score")
         return Decision("transcript_cer", "CER of the recogniser's transcript against its own", values, reasons,
                         thresholds, notes)
 
