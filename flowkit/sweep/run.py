@@ -221,10 +221,10 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
     run = _launcher(launcher, root, parallel, slurm or {}, wait)  # an unknown launcher: refused before anything
     points = plan_points(spec)
     names = point_names(points, _keys(spec))
-    SweepState.open(root, spec)  # another sweep in root: refused before anything is parsed
+    SweepState.open(root, spec, names)  # another sweep in root: refused before anything is parsed
     check_points(spec.configs, spec.bindings, points, spec.data, needs_probe=spec.objective == "probe_wer")
     with _sweep_lock(root):
-        state = SweepState.open(root, spec)  # read again under the lock
+        state = SweepState.open(root, spec, names)  # read again under the lock
         with refused_writes(f"--out {root}", root):  # sweep.json on a disk that filled up: one line
             return _run_grid(state, names, points, run, device, say)
 
@@ -301,10 +301,10 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
         raise ConfigError("--optuna chooses the points itself: drop --seeds and --random (sweep seeds with --grid Trainer.seed=[...])")
     every = with_seeds(grid_points(spec.grid), spec.seeds)
     names = dict(zip((p.bindings for p in every), point_names(every, _keys(spec)), strict=True))
-    SweepState.open(root, spec)
+    SweepState.open(root, spec, list(names.values()))
     check_points(spec.configs, spec.bindings, every, spec.data, needs_probe=spec.objective == "probe_wer")
     with _sweep_lock(root):
-        state = SweepState.open(root, spec)
+        state = SweepState.open(root, spec, list(names.values()))
         with refused_writes(f"--out {root}", root):  # sweep.json on a disk that filled up: one line
             return _optuna_trials(state, spec, names, device=device, say=say)
 

@@ -180,17 +180,23 @@ class SweepState:
         atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n")
 
     @classmethod
-    def open(cls, root: Path, spec: SweepSpec) -> SweepState:
+    def open(cls, root: Path, spec: SweepSpec, names: Sequence[str] = ()) -> SweepState:
         """The sweep in ``root``: a new one, or the one there when its spec is ``spec``.
+
+        Without ``sweep.json`` (deleted after it was damaged), a folder that holds only
+        point directories of this spec (``names``), ``logs/`` and the lock is taken as this
+        sweep: its state is rebuilt from the run directories, the truth about each point
+        (each point's ``flowkit train`` refuses a run directory of another config).
 
         Raises:
             ConfigError: ``root`` holds a sweep of another spec (naming the first difference),
                 or is a non-empty directory that holds no sweep.
-            DataError: an unreadable ``sweep.json``.
+            DataError: an unreadable ``sweep.json`` (the message says how to rebuild it).
         """
         path = root / SWEEP_FILE
         if not path.is_file():
-            if root.is_dir() and any(p.name not in ("logs", LOCK_FILE) for p in root.iterdir()):
+            folders, files = {"logs", "submitit", *names}, {LOCK_FILE, "optuna.db"}
+            if root.is_dir() and any(p.name not in (folders if p.is_dir() else files) for p in root.iterdir()):
                 raise ConfigError(
                     f"--out {root} is a directory that holds no sweep ({SWEEP_FILE} is missing); give a new or empty directory"
                 )
@@ -217,7 +223,9 @@ def read_sweep_file(path: Path) -> dict[str, Any]:
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise DataError(f"{path}: cannot be read as JSON ({type(exc).__name__}); it is written only by flowkit sweep") from None
+        raise DataError(f"{path}: cannot be read as JSON ({type(exc).__name__}); it is written only by flowkit sweep, "
+                        f"so it was damaged elsewhere: delete it and run the same command again (the sweep's state is "
+                        "rebuilt from its points' run directories)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("points"), list):
         raise DataError(f"{path}: not a flowkit sweep file (no 'points' list)")
     return doc

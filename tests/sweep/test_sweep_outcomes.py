@@ -172,3 +172,22 @@ def test_a_probe_objective_without_a_probe_is_refused_before_any_run(tmp_path: P
                                           r"'Trainer.probe = @Probe\(\)'"):
         sweep_run.run_sweep(spec, tmp_path / "sw", say=lambda _: None)
     assert not (tmp_path / "sw").exists()
+
+
+def test_a_damaged_sweep_json_says_how_to_rebuild_it_from_the_runs(stand_in: Path, tmp_path: Path) -> None:
+    root = tmp_path / "sw"
+    spec = _spec("Trainer.lr=[1e-3, 2e-3]")
+    stand_in.write_text("ok")
+    sweep_run.run_sweep(spec, root, say=lambda _: None)
+    (root / "sweep.json").write_text('{"version": 1, "points": [')  # truncated
+    with pytest.raises(DataError, match="sweep.json: cannot be read as JSON .* delete it and run the same command again"):
+        sweep_run.run_sweep(spec, root, say=lambda _: None)
+    (root / "sweep.json").unlink()
+    lines: list[str] = []
+    outcome = sweep_run.run_sweep(spec, root, say=lines.append)
+    assert [p.state for p in outcome.points] == ["done", "done"]
+    assert any("2 points, 2 done, 0 running elsewhere (or queued), 0 to run" in line for line in lines), lines
+    (root / "stranger.txt").write_text("not a sweep's\n")
+    (root / "sweep.json").unlink()
+    with pytest.raises(ConfigError, match="holds no sweep"):
+        sweep_run.run_sweep(spec, root, say=lambda _: None)
