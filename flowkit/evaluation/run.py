@@ -68,6 +68,9 @@ WAVS = "wavs"
 # (a warning says so; Seed-TTS-eval prompts are 3-10 s), and a target whose speech would make
 # one piece longer than its MAX_SECONDS (prompt included) is split into pieces at sentence,
 # clause or word boundaries, generated one after another and joined before the vocoder.
+# A target recording longer than this gets a line before its ceilings are judged (a long one
+# takes minutes through the recogniser and the vocoder, with the bar standing still).
+LONG_RECORDING_SECONDS = 60.0
 # What a resumed eval must share with the results it continues (``limit`` may change).
 IDENTITY_KEYS = ("checkpoint", "step", "weights", "testset", "testset_sha256", "language", "seed", "nfe", "cfg",
                  "batch", "ceilings", "vocoder", "judges")
@@ -660,6 +663,10 @@ def _evaluate(
                     atomic_write_bytes(audio_path, wav_bytes(audio, sr))
                     target = _read_audio(item.target_wav) if item.target_wav is not None else None
                     scores = _judge(judges, audio, sr, item, prompt, target)
+                    if target is not None and settings.ceilings and target[0].shape[0] / target[1] > LONG_RECORDING_SECONDS:
+                        console.print(f"{item.utt}: judging its {target[0].shape[0] / target[1]:.0f} s target recording "
+                                      "raw and vocoded (the ceilings; --no-ceilings skips them)",
+                                      markup=False, highlight=False, soft_wrap=True)
                     if target is not None:
                         scores["target_seconds"] = round(target[0].shape[0] / target[1], 4)
                         scores["duration_ratio"] = (audio.shape[0] / sr) / max(scores["target_seconds"], 1e-9)

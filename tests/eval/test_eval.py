@@ -503,3 +503,18 @@ def test_an_utt_too_long_for_a_file_name_is_a_rejection(tmp_path: Path) -> None:
     ts = read_testset(_meta_lst(folder, lines), language="en", languages=["en"])
     assert [(r.line, r.reason) for r in ts.rejections] == [(1, "bad_utt"), (2, "bad_utt")]
     assert "300 bytes" in ts.rejections[0].detail and [i.utt for i in ts.items] == ["ok"]
+
+
+def test_a_long_target_recording_gets_a_line_before_its_ceilings(run_dir: Path, testset: Path, no_judges,
+                                                                  tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capfd: pytest.CaptureFixture) -> None:
+    """Judging a long recording raw and vocoded takes minutes: a line says so first (the
+    threshold lowered to the demo clips' length to keep this fast)."""
+    from flowkit.evaluation import run as eval_run
+
+    monkeypatch.setattr(eval_run, "LONG_RECORDING_SECONDS", 0.5)
+    capfd.readouterr()
+    evaluate(run_dir, testset, tmp_path / "o", judges=no_judges, progress=False,
+             settings=EvalSettings(nfe=2, cfg=1.0, samples=0, limit=1))
+    out = capfd.readouterr().out.replace("\n", "")
+    assert "u1: judging its 2 s target recording raw and vocoded (the ceilings; --no-ceilings skips them)" in out, out
