@@ -203,8 +203,12 @@ def _latest(run: RunDir, kind: str, key: str) -> float | None:
 
 
 def _extreme(run: RunDir, kind: str, key: str, best: Any) -> float | None:
-    _, values = run.series(kind, key)
-    finite = [v for v in values if math.isfinite(v)]
+    """The best logged value of ``key``; step 0 (the untrained model's baseline) counts only
+    when nothing was logged after it."""
+    steps, values = run.series(kind, key)
+    pairs = [(s, v) for s, v in zip(steps, values, strict=True) if math.isfinite(v)]
+    trained = [v for s, v in pairs if s > 0]
+    finite = trained or [v for _, v in pairs]
     return best(finite) if finite else None
 
 
@@ -264,7 +268,10 @@ def comparison_sections(runs: Sequence[RunDir], *, sweep: SweepInfo | None = Non
     best = min(scored, key=lambda i: scores[i]) if scored else None  # type: ignore[arg-type,return-value]
     has_wer = any("probe_wer" in r.metric_keys("probe") for r in runs)
     has_sim = any("probe_sim" in r.metric_keys("probe") for r in runs)
-    header = ["run", "state", "steps", *(shorts[k] for k, _ in diff), "last loss", "best EMA val loss", "text gain"]
+    fixed = {"run", "state", "steps", "last loss", "best EMA val loss", "text gain", "frames/s", "wall time", "device"}
+    # a binding whose short name is a fixed column's title (Trainer.steps) keeps its whole key
+    columns = [shorts[k] if shorts[k] not in fixed else k for k, _ in diff]
+    header = ["run", "state", "steps", *columns, "last loss", "best EMA val loss", "text gain"]
     header += ["best probe WER"] * has_wer + ["best probe SIM"] * has_sim + ["frames/s", "wall time", "device"]
     rows = []
     for i, r in enumerate(runs):

@@ -49,3 +49,19 @@ def test_a_sweep_point_whose_run_is_gone_is_named(tmp_path: Path) -> None:
     notes = [getattr(b, "text", "") for b in sections[0].blocks]
     assert any(n.startswith("Missing: 1 point(s) of the sweep were started but their run directory is gone (lr=2e-3)")
                for n in notes), notes
+
+
+def test_the_comparison_has_one_steps_column_and_best_sim_skips_step_0(tmp_path: Path) -> None:
+    """Runs that differ in Trainer.steps keep one "steps" column (the binding's column is
+    titled Trainer.steps), and "best probe SIM" is not the untrained model's at step 0."""
+    runs = []
+    for total in (40, 60):
+        root = write_synthetic_run(tmp_path / f"r{total}", "completed", total=total)
+        with (root / "metrics.jsonl").open("a") as f:
+            for step, sim in ((0, 0.9), (20, 0.4), (40, 0.5)):
+                f.write(json.dumps({"kind": "probe", "step": step, "probe_sim": sim, "probe_wer": 1.0 - sim}) + "\n")
+        runs.append(read_run(root))
+    table = next(b for b in comparison_sections(runs)[0].blocks if hasattr(b, "header"))
+    assert table.header.count("steps") == 1 and "Trainer.steps" in table.header, table.header
+    sim = table.header.index("best probe SIM")
+    assert [row[sim] for row in table.rows] == ["0.5", "0.5"]
