@@ -44,3 +44,17 @@ def test_groups_get_their_own_bounds_and_small_groups_the_pooled_ones() -> None:
     by_name = {t.group: t for t in thresholds}
     assert by_name["c"].median == pytest.approx(bounds(values)[0])
     assert by_name["a"].clips == MIN_GROUP + 1 and by_name["c"].clips == 2
+
+
+def test_theil_sen_line_and_the_flat_fallback() -> None:
+    import numpy as np
+
+    from flowkit.curation.criteria.rate import fitted_line, theil_sen
+
+    x = np.array([1.0, 2.0, 3.0, 4.0, 10.0])
+    y = np.array([2.5, 4.5, 6.5, 8.5, 100.0])  # y = 0.5 + 2x, one point far off the line
+    intercept, slope = theil_sen(x, y)
+    assert slope == pytest.approx(2.0) and intercept == pytest.approx(0.5)  # the outlier moves neither
+    assert fitted_line(x, y) == (intercept, slope)
+    flat = np.array([1.0, 1.1, 0.9, 1.0, 1.05])  # one-word prompts: time says nothing of length
+    assert fitted_line(np.array([6.0, 7.0, 8.0, 9.0, 10.0]), flat) == (0.0, pytest.approx(float(np.median(flat / [6, 7, 8, 9, 10]))))
