@@ -7,6 +7,9 @@ micro-batch and ``count`` how many units that was; the trainer weights each term
 micro-batches by ``count / total count`` so that a step equals one large batch. Everything
 is computed in float32. Masked positions (padding, prompt frames, characters outside
 units) contribute exactly zero to the value and to the gradient.
+
+`LossInputs`, `LossTerm` and `masked_mean` are public API: what a loss plugin is given,
+returns, and averages with (docs/plugins.md, "A loss").
 """
 
 from __future__ import annotations
