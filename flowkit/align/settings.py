@@ -81,7 +81,7 @@ class AlignRun:
     # the units the aligner reads: text.phonemes for languages espeak-ng knows, else text.chars
     text: Any = attrs.Factory(lambda: registry.build("text", "chars"))
     data: Sequence[str] = attrs.field(default=(), converter=_stores)  # stores; every split is aligned
-    steps: int = attrs.field(default=1500, validator=_at_least(1))
+    steps: int = attrs.field(default=400, validator=_at_least(1))
     seed: int = 0
     lr: float = attrs.field(default=2e-3, validator=_at_least(0.0))
     warmup_steps: int = attrs.field(default=100, validator=_at_least(0))
@@ -89,8 +89,8 @@ class AlignRun:
     batch_frames: int = attrs.field(default=8000, validator=_at_least(1))  # padded frames per batch
     max_items: int = attrs.field(default=32, validator=_at_least(1))
     # the binarisation loss (RAD-TTS) joins after this many steps, with this weight
-    bin_start: int = attrs.field(default=300, validator=_at_least(0))
+    bin_start: int = attrs.field(default=200, validator=_at_least(0))
     bin_weight: float = attrs.field(default=1.0, validator=_at_least(0.0))
-    save_every: int = attrs.field(default=250, validator=_at_least(1))
+    save_every: int = attrs.field(default=100, validator=_at_least(1))
     keep_last: int = attrs.field(default=2, validator=_at_least(1))
     log_every: int = attrs.field(default=25, validator=_at_least(1))
