@@ -213,3 +213,26 @@ def test_train_refuses_an_aligner_experiment(tmp_path):
     assert result.exit_code == 2, result.output
     assert "gin/align.gin is an aligner experiment (it binds AlignRun): run it with `flowkit align train" in result.output
     assert not (tmp_path / "r").exists()
+
+
+def test_segments_appended_after_write_are_named_with_the_fix(aligned, tmp_path):
+    """A version covers the segments it was written for: after an append the store refuses to
+    serve it and says how to realign or fall back to prepare's timings."""
+    import shutil
+
+    from flowkit.data.prepare import prepare_store
+    from flowkit.errors import DataError
+
+    store = tmp_path / "grown.zarr"
+    shutil.copytree(aligned[0], store)
+    extra = tmp_path / "extra"
+    (extra / "wavs").mkdir(parents=True)
+    from flowkit.data.demo import demo_clips_path
+
+    row = next(line for line in (demo_clips_path() / "metadata.csv").read_text().splitlines() if "|allison|en" in line)
+    name = row.split("|")[0]
+    shutil.copy(demo_clips_path() / "wavs" / f"{name}.flac", extra / "wavs" / "appended.flac")
+    (extra / "metadata.csv").write_text(f"appended|{row.split('|')[1]}|allison|en\n")
+    prepare_store([extra], store, append=True, progress=False, workers=1)
+    with pytest.raises(DataError, match=r"timings 'learned' cover 21 segments of 22 .*flowkit align write"):
+        StoreReader.open(store)
