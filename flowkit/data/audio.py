@@ -15,6 +15,9 @@ import numpy as np
 AUDIO_SUFFIXES: tuple[str, ...] = (".wav", ".flac", ".ogg")
 
 _EPS = 1e-10
+#: Peak (in full scales) above which a clip is rejected: only float files can pass 1.0, and
+#: a few dB over is a mastering overshoot; far over is a file written with the wrong scale.
+MAX_PEAK = 2.0
 
 
 class AudioError(Exception):
@@ -53,13 +56,18 @@ def mono_resampled(audio: np.ndarray, sr: int, sample_rate: int) -> np.ndarray:
         float32 ``[samples]``.
 
     Raises:
-        AudioError: ``empty`` (no samples) or ``unreadable`` (non-finite samples).
+        AudioError: ``empty`` (no samples), ``unreadable`` (non-finite samples) or
+            ``over_full_scale`` (a float file whose peak is above `MAX_PEAK`).
     """
     import soxr
 
     if audio.shape[0] == 0:
         raise AudioError("empty", "the file holds no samples")
     audio = audio.astype(np.float32, copy=False)
+    peak = float(np.abs(audio).max()) if np.isfinite(audio).all() else 0.0
+    if peak > MAX_PEAK:
+        raise AudioError("over_full_scale", f"its peak is {peak:.3g}x full scale (audio is read in [-1, 1]): a float "
+                         "file written unscaled (e.g. 16-bit sample values stored as float); rescale it")
     mono = audio.mean(axis=1, dtype=np.float32) if audio.shape[1] > 1 else audio[:, 0]
     if sr != sample_rate:
         mono = soxr.resample(mono, sr, sample_rate, quality="HQ").astype(np.float32, copy=False)
