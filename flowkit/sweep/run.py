@@ -214,10 +214,10 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
     """
     if spec.objective not in OBJECTIVES:
         raise ConfigError(f"--objective {spec.objective!r} is not known; use one of: {', '.join(OBJECTIVES)}")
+    check_out_path(root, label=f"--out {root}", folder=True)  # a file in the way, a read-only or full disk:
+    check_writable(root, label=f"--out {root}")  # refused before any config is built
     if spec.optuna is not None:
-        check_out_path(root, label=f"--out {root}", folder=True)
         return _run_optuna(spec, root, launcher=launcher, parallel=parallel, device=device, say=say)
-    check_out_path(root, label=f"--out {root}", folder=True)
     run = _launcher(launcher, root, parallel, slurm or {}, wait)  # an unknown launcher: refused before anything
     points = plan_points(spec)
     names = point_names(points, _keys(spec))
@@ -232,7 +232,6 @@ def run_sweep(spec: SweepSpec, root: Path, *, launcher: str = "local", parallel:
 def _sweep_lock(root: Path) -> StoreLock:
     """Hold ``SWEEP_DIR/sweep.lock``: a second sweep process in ``root`` is refused naming
     this one's pid (two would launch the same points and record each other's as failed)."""
-    check_writable(root, label=f"--out {root}")
     with refused_writes(f"--out {root}", root):
         root.mkdir(parents=True, exist_ok=True)
     return StoreLock.acquire(root / LOCK_FILE.removesuffix(".lock"), what=f"sweep {root}",
