@@ -46,12 +46,16 @@ class TranscriptCER:
         k: robust standard deviations above the group median that flag a clip.
         floor: CERs up to this are never flagged.
         ceiling: CERs above this are always flagged.
+        min_characters: clips whose transcript has fewer characters (letters and digits,
+            normalised) are not judged: out of context a recogniser misses one short word
+            whatever the transcript ("duodecimo" heard as "Do it as the more").
     """
 
     asr: Any = None
     k: float = 4.0
     floor: float = 0.35
     ceiling: float = 0.7
+    min_characters: int = 6
     _recognizers: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def recognizer(self, language: str = "en") -> Any:
@@ -89,7 +93,12 @@ class TranscriptCER:
         return {"hypothesis": hypothesis, "cer": cer}
 
     def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
-        values = [float(m["cer"]) if m.get("cer") is not None else float("nan") for m in measures]
+        from flowkit.curation.criteria.rate import spoken_characters
+
+        short = [bool(self.min_characters) and spoken_characters(c.text, c.language) < self.min_characters
+                 for c in clips]
+        values = [float(m["cer"]) if m.get("cer") is not None and not s else float("nan")
+                  for m, s in zip(measures, short, strict=True)]
 
         def bounds(v: Sequence[float]) -> tuple[float, float, float | None, float | None]:
             median, scale, low, high = robust_bounds(v, k=self.k, side="high", min_scale=0.05, floor=self.floor)
@@ -100,14 +109,16 @@ class TranscriptCER:
 
         reasons, thresholds = by_group([c.group for c in clips], values, bounds, describe)
         unknown = [c.language or "?" for c, m in zip(clips, measures, strict=True) if m.get("hypothesis") is None]
-        empty = sum(1 for m, v in zip(measures, values, strict=True) if m.get("hypothesis") is not None
-                    and not np.isfinite(v))
+        empty = sum(1 for m, v, s in zip(measures, values, short, strict=True) if m.get("hypothesis") is not None
+                    and not np.isfinite(v) and not s)
         notes = []
         if unknown:
             notes.append(f"transcript_cer: {len(unknown)} clips not judged: languages {', '.join(sorted(set(unknown)))} "
                          "are known to no recogniser here (give a multilingual Whisper model: docs/curation.md)")
         if empty:
             notes.append(f"transcript_cer: {empty} clips not judged: their transcript has no word to score")
+        if any(short):
+            notes.append(f"transcript_cer: {sum(short)} clips not judged: under {self.min_characters} characters")
         return Decision("transcript_cer", "CER of the recogniser's transcript against its own", values, reasons,
                         thresholds, notes)
 
@@ -117,4 +128,4 @@ class TranscriptCER:
         english, other = self.recognizer("en").describe(), self.recognizer("xx").describe()
         judge = english if english == other else {"en": english, "other": other}
         return {"name": "criterion.transcript_cer", "k": self.k, "floor": self.floor, "ceiling": self.ceiling,
-                "judge": judge}
+                "min_characters": self.min_characters, "judge": judge}
