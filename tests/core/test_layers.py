@@ -38,8 +38,10 @@ LAYERS: list[list[str]] = [
     ["flowkit.loggers"],
     ["flowkit.synth"],  # sampling, vocoders, WAV: the training probe synthesises too
     ["flowkit.train"],
-    ["flowkit.report", "flowkit.interop"],  # interop: F5-TTS checkpoints in and out
-    ["flowkit.evaluation"],  # flowkit eval: synthesises, judges, renders in the report's style
+    # interop: F5-TTS checkpoints in and out; align: an aligner trained in a run folder, written into stores
+    ["flowkit.report", "flowkit.interop", "flowkit.align"],
+    # flowkit eval: synthesises, judges, renders in the report's style; curation judges a corpus, as pages too
+    ["flowkit.evaluation", "flowkit.curation"],
     # sweeps launch `flowkit train` subprocesses and read run directories (report.rundir)
     ["flowkit.sweep"],
     ["flowkit.cli"],
