@@ -573,7 +573,7 @@ def _evaluate(
     from flowkit.evaluation.render import write_reports
     from flowkit.flow.solvers import describe_solver
     from flowkit.io import atomic_write_bytes, atomic_write_json, atomic_write_text
-    from flowkit.model.cpu_kernels import sampling_kernels
+    from flowkit.converters.cpu import sampling_kernels
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.level import fit_level
     from flowkit.synth.wav import wav_bytes

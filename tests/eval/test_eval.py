@@ -294,7 +294,7 @@ def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, tes
     """The first part of an eval records its sampling kernels in eval.json; a continued eval
     samples with them whatever this process would choose (its remaining utterances are the bits
     an unbroken eval makes); an eval.json from before kernels were recorded makes no choice."""
-    from flowkit.model import cpu_kernels
+    from flowkit.converters import cpu as cpu_kernels
 
     seen = []
     real = cpu_kernels.sampling_kernels
