@@ -197,7 +197,9 @@ class Constant:
 '''
 
 
-def test_a_plugin_declares_a_new_kind_listed_without_import(site, fresh_load):
+def test_a_plugin_declares_a_new_kind_listed_without_import(site, fresh_load, monkeypatch):
+    """With plugins off (FLOWKIT_NO_PLUGINS=1) a third party's new kind is listed from its
+    metadata alone; `flowkit plugins` otherwise imports it to show its summary and parameters."""
     from typer.testing import CliRunner
 
     from flowkit.cli.app import app
@@ -205,10 +207,12 @@ def test_a_plugin_declares_a_new_kind_listed_without_import(site, fresh_load):
     make_dist(site, "fkplug-judge", "fkplug_judge", NEW_KIND, ["judge_t.constant"],
               kinds=[("judge_t", "fkplug_judge:Judge")])
     assert registry.declared_kinds()["judge_t"].distribution == "fkplug-judge"
+    monkeypatch.setenv("FLOWKIT_NO_PLUGINS", "1")
     result = CliRunner().invoke(app, ["plugins"])
     assert result.exit_code == 0, result.output
     assert "judge_t" in result.output and "constant" in result.output and "fkplug-judge" in result.output
     assert "fkplug_judge" not in sys.modules  # listed from metadata alone
+    monkeypatch.delenv("FLOWKIT_NO_PLUGINS")
     registry.load_plugins()
     try:
         comp = registry.get("judge_t", "constant")
