@@ -11,6 +11,7 @@ the step alone, and the checkpoint holds the weights and Adam's moments.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Sequence
@@ -124,20 +125,26 @@ def _train(workspace: Workspace, parsed: Any, settings: AlignRun, progress: bool
     latest, skipped = find_latest(workspace.checkpoints)
     for path, why in skipped:
         warn(f"{path}: {why}; resuming from an older checkpoint")
-    resumed = latest is not None
     config = parsed.text
     ckpt = None
-    if resumed:
+    info_file = workspace.root / "run_info.json"
+    if latest is not None or info_file.exists():
+        if latest is not None:
+            ckpt = load_checkpoint(latest)
+            kind = ckpt.meta.get("kind")
+        else:
+            try:
+                kind = json.loads(info_file.read_text(encoding="utf-8")).get("kind")
+            except (OSError, ValueError, AttributeError):
+                kind = None
+        if kind != RUN_KIND:
+            raise ResumeError(f"{workspace.root} holds a run that is not an aligner run; give a new --out")
         saved = workspace.config.read_text(encoding="utf-8") if workspace.config.exists() else ""
         if _steps_free(saved) != _steps_free(config):
             raise ResumeError(f"{workspace.root} holds an aligner run of another config; give a new --out, or rerun "
                               "with the config it was started with (only AlignRun.steps may change)")
-        ckpt = load_checkpoint(latest)
-        if ckpt.meta.get("kind") != RUN_KIND:
-            raise ResumeError(f"{workspace.root} holds a run that is not an aligner run; give a new --out")
-    elif workspace.root.exists() and any(p.name not in ("run.lock",) for p in workspace.root.iterdir()):
-        if (workspace.root / "metrics.jsonl").exists() or (workspace.root / "run_info.json").exists():
-            raise ResumeError(f"{workspace.root} holds a run without a valid checkpoint; give a new --out")
+        if ckpt is None:  # killed before its first checkpoint: it starts again from step 0
+            workspace.metrics.unlink(missing_ok=True)
 
     from flowkit.text.vocabs import build_vocab_for, vocab_from_state_dict
 

@@ -236,3 +236,20 @@ def test_segments_appended_after_write_are_named_with_the_fix(aligned, tmp_path)
     prepare_store([extra], store, append=True, progress=False, workers=1)
     with pytest.raises(DataError, match=r"timings 'learned' cover 21 segments of 22 .*flowkit align write"):
         StoreReader.open(store)
+
+
+def test_a_run_killed_before_its_first_checkpoint_starts_again_and_a_tts_run_is_refused(store20, tmp_path):
+    import shutil
+
+    from flowkit.errors import ResumeError
+
+    train_aligner(["gin/align.gin"], TINY, data=[store20], out=tmp_path / "a", steps=2, progress=False)
+    shutil.rmtree(tmp_path / "a" / "checkpoints")  # as if killed before its first save
+    again = train_aligner(["gin/align.gin"], TINY, data=[store20], out=tmp_path / "a", steps=2, progress=False)
+    assert again.name == "step-00000002"
+    assert [json.loads(r)["step"] for r in _train_records(tmp_path / "a")] == [2]
+    tts = tmp_path / "tts"
+    tts.mkdir()
+    (tts / "run_info.json").write_text('{"config_files": ["gin/quickstart.gin"]}')
+    with pytest.raises(ResumeError, match="not an aligner run"):
+        train_aligner(["gin/align.gin"], TINY, data=[store20], out=tts, steps=2, progress=False)
