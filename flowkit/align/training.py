@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -100,6 +101,11 @@ def _parse(config_files: Sequence[str | Path], bindings: Sequence[str], data: Se
     if steps is not None:
         extra.append(f"AlignRun.steps = {int(steps)}")
     parsed = gin_config.parse(config_files, extra)
+    if config_files and not any(re.search(r"^\s*(AlignRun|aligner\.learned)\.", text, re.MULTILINE)
+                                for _, text in parsed.sources):
+        names = " ".join(str(f) for f in config_files)
+        raise ConfigError(f"{names} binds no AlignRun: it is not an aligner experiment; start from gin/align.gin "
+                          f"(a TTS experiment trains with `flowkit train {names}`)")
     settings = AlignRun()
     if not settings.data:
         raise ConfigError("the aligner has no data: give --data STORE (or bind AlignRun.data in the gin file)")

@@ -54,7 +54,8 @@ EXIT_INTERRUPTED = 130
 def _fail(message: str, code: int) -> None:
     from flowkit.console import err_console
 
-    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True, highlight=False)
+    # emoji=False: a ":x:" quoted from the user's file is printed as written, not as an emoji
+    err_console.print(f"[bold red]error:[/] {message}", soft_wrap=True, markup=True, highlight=False, emoji=False)
     raise typer.Exit(code)
 
 

@@ -26,8 +26,10 @@ def average(
     from flowkit.checkpoints.averaging import average_checkpoints, average_run
     from flowkit.console import console
     from flowkit.errors import CheckpointError
-    from flowkit.io import check_writable, refused_writes
+    from flowkit.io import check_out_path, check_writable, refused_writes
 
+    if out is not None:
+        check_out_path(out, label=f"--out {out}", folder=True)
     if len(sources) == 1 and (last is not None or best is not None):
         target = out if out is not None else sources[0] / "averaged"
         check_writable(target, label=f"--out {target}")

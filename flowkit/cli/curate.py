@@ -27,7 +27,9 @@ def curate(
     from flowkit.console import console
     from flowkit.curation.run import Curation
     from flowkit.curation.run import curate as run_curate
+    from flowkit.io import check_out_path
 
+    check_out_path(out, label=f"--out {out}", folder=True)
     gin_config.parse(config or (), binding or ())
     outcome = run_curate(sources, out, settings=Curation(), progress=not quiet, input_format=input_format)
     dropped = ", ".join(f"{name} {n}" for name, n in outcome.dropped_by.items())

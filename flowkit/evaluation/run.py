@@ -570,10 +570,10 @@ def _evaluate(
 ) -> EvalOutcome:
     """`evaluate` once ``out`` is known: ``held`` keeps its lock and write policy to the end."""
     from flowkit.console import Progress, console, err_console
+    from flowkit.converters.cpu import sampling_kernels
     from flowkit.evaluation.render import write_reports
     from flowkit.flow.solvers import describe_solver
     from flowkit.io import atomic_write_bytes, atomic_write_json, atomic_write_text
-    from flowkit.converters.cpu import sampling_kernels
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.level import fit_level
     from flowkit.synth.wav import wav_bytes

@@ -253,3 +253,24 @@ def test_a_run_killed_before_its_first_checkpoint_starts_again_and_a_tts_run_is_
     (tts / "run_info.json").write_text('{"config_files": ["gin/quickstart.gin"]}')
     with pytest.raises(ResumeError, match="not an aligner run"):
         train_aligner(["gin/align.gin"], TINY, data=[store20], out=tts, steps=2, progress=False)
+
+
+def test_align_commands_refuse_what_is_not_theirs(tmp_path):
+    """`align use` on a path that is no store, `align train` on a TTS experiment: one line each."""
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+
+    runner = CliRunner()
+    (tmp_path / "afile").write_text("x")
+    result = runner.invoke(app, ["align", "use", str(tmp_path / "afile"), "prepare"])
+    assert result.exit_code == 3 and "not a zarr v3 store" in result.output, result.output
+    result = runner.invoke(app, ["align", "use", str(tmp_path / "nope.zarr"), "prepare"])
+    assert result.exit_code == 3 and "no such store" in result.output, result.output
+    from flowkit.data.demo import demo_store_path
+
+    result = runner.invoke(app, ["align", "train", "gin/debug.gin", "--data", str(demo_store_path()),
+                                 "--out", str(tmp_path / "al")])
+    assert result.exit_code == 2, result.output
+    assert "gin/debug.gin binds no AlignRun: it is not an aligner experiment" in result.output
+    assert not (tmp_path / "al").exists()
