@@ -113,8 +113,10 @@ def use(
 ) -> None:
     """Choose which timings version STORE serves to training."""
     from flowkit.console import say
+    from flowkit.data.store import StoreReader
     from flowkit.data.store.timings import use_version
 
+    StoreReader.open(store).close()  # a missing path, a file or a damaged store: one DataError
     previous = use_version(store, name)
     say(f"{store}: serves timings {name!r} (was {previous!r})")
 

@@ -140,7 +140,8 @@ def test_refusal_thresholds_refuse_instead_of_stretching(aligned):
     model, vocab, _, _ = load_aligner(run)
     stretched = align_corpus(model, outcome.corpus, vocab, 100.0, Settings(max_token_s=0.001), progress=False)
     assert {r.reason for sid, r in stretched.items() if sid != "long_text"} == {"align_stretched"}
-    doubtful = align_corpus(model, outcome.corpus, vocab, 100.0, Settings(confidence_mads=-1e6), progress=False)
+    doubtful = align_corpus(model, outcome.corpus, vocab, 100.0,
+                            Settings(confidence_mads=-1e6, max_token_s=1e9, max_pause_s=1e9), progress=False)
     assert {r.reason for sid, r in doubtful.items() if sid != "long_text"} == {"align_low_confidence"}
 
 

@@ -194,9 +194,6 @@ def use_version(path: Path, name: str) -> str:
     Raises:
         DataError: no such version.
     """
-    from flowkit.data.store.reader import StoreReader
-
-    StoreReader.open(path).close()  # a missing path, a file or a damaged store: one DataError
     meta = _root_meta(path)
     attrs_ = meta.setdefault("attributes", {})
     known = versions(attrs_)
