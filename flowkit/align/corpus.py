@@ -25,16 +25,13 @@ _READ_BLOCK = 256  # segments read per call
 
 @attrs.define
 class AlignCorpus:
-    """Segments ``i`` of the stores: ``segment_ids[i]``, ``tokens[i]``, ``latents[i]``
-    (float32 ``[n d]``, normalised), and where they live (``store[i]``, ``row[i]``)."""
+    """Segments ``i`` of the stores: ``segment_ids[i]``, ``texts[i]``, ``tokens[i]``, ``latents[i]``
+    (float32 ``[n d]``, normalised), and the stores' data ``fingerprint``."""
 
     segment_ids: list[str]
     texts: list[str]
     tokens: list[Tokens]
     latents: list[np.ndarray]
-    store: np.ndarray
-    row: np.ndarray
-    paths: list[Path]
     fingerprint: str
 
     @property
@@ -93,9 +90,7 @@ def load_corpus(stores: Sequence[str | Path], vocab_for: Any, stats: dict[str, l
         mean = np.asarray(stats["mean"], dtype=np.float32)
         std = np.asarray(stats["std"], dtype=np.float32)
         latents = [(x - mean) / std for x in latents]
-        corpus = AlignCorpus([s.segment_id for s in segments], texts, tokens, latents,
-                             dataset.segments.store.copy(), dataset.segments.row.copy(), list(dataset.paths),
-                             dataset.fingerprint())
+        corpus = AlignCorpus([s.segment_id for s in segments], texts, tokens, latents, dataset.fingerprint())
     finally:
         dataset.close()
     return corpus, vocab, stats
