@@ -185,6 +185,12 @@ def check_writable(folder: str | os.PathLike[str], *, label: str) -> None:
         _refuse(label, where, errno.EACCES)
     if st.f_blocks and _free_bytes(where) == 0:
         _refuse(label, where, errno.ENOSPC)
+    try:  # a place that passes the checks above and still makes nothing (/proc, /sys)
+        os.rmdir(tempfile.mkdtemp(prefix=".flowkit-probe-", dir=where))
+    except OSError as exc:
+        reason = _REFUSED.get(exc.errno or 0, (exc.strerror or str(exc), ""))[0]
+        raise WriteError(f"{label}: cannot write {where}: nothing can be created there ({reason}); "
+                         "choose a folder on an ordinary writable disk") from None
 
 
 def check_out_path(path: str | os.PathLike[str], *, label: str, folder: bool) -> None:

@@ -3,8 +3,10 @@ a misspelled component or parameter gets the closest registered names."""
 
 from __future__ import annotations
 
+import os
 import re
 import tokenize
+from pathlib import Path
 
 from flowkit import registry
 from flowkit.config.names import known_configurables, parameters_of, suggest
@@ -78,6 +80,9 @@ def explain(exc: BaseException, source: str = "", source_text: str = "") -> str:
     if "locked Gin config" in head:
         head = "the config is locked (training has started)"
         fix = "pass bindings with -b before the run starts, or change the gin file"
+    if not _echoable(where):  # a config linked to a file that is no gin file: none of its text is echoed
+        head, offending = "not a gin file (a config is read from .gin files only)", ""
+        fix = "give the .gin file itself"
     parts = [p for p in (where, head) if p]
     msg = ": ".join(parts)
     if offending:
@@ -85,6 +90,15 @@ def explain(exc: BaseException, source: str = "", source_text: str = "") -> str:
     if fix:
         msg += f"; {fix}"
     return msg
+
+
+def _echoable(where: str) -> bool:
+    """Whether the line of ``where`` (``FILE:LINE`` or a ``-b`` binding) may be quoted: a
+    binding, or a file whose real path is a .gin file."""
+    if not where or where.startswith("-b"):
+        return True
+    name = where.rsplit(":", 1)[0] if re.search(r":\d+$", where) else where
+    return Path(os.path.realpath(name)).suffix == ".gin"
 
 
 _LEADING_KEY = re.compile(r"^(?P<key>(?:[\w.]+/)*[\w.]+\.\w+)\s*=")

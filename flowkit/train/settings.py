@@ -11,6 +11,8 @@ DiT, except where a note says otherwise; ``gin/base.gin`` restates them for read
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -209,14 +211,15 @@ class Trainer:
             raise ConfigError(
                 f"Trainer.nonfinite = {self.nonfinite!r} is not one of {', '.join(map(repr, NONFINITE_POLICIES))}"
             )
-        if self.lr <= 0:
-            raise ConfigError(f"Trainer.lr = {self.lr!r} must be > 0 (F5-TTS uses 7.5e-5)")
+        if not (self.lr > 0 and math.isfinite(self.lr)):  # also NaN and 1e999 (read as inf)
+            raise ConfigError(f"Trainer.lr = {self.lr!r} must be > 0 and finite (F5-TTS uses 7.5e-5)")
+
         def number(v: object) -> bool:
             return isinstance(v, (int, float)) and not isinstance(v, bool)
 
         if len(self.betas) != 2 or not all(number(b) and 0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"Trainer.betas = {tuple(self.betas)!r} must be two values in [0, 1), e.g. (0.9, 0.98)")
-        if self.weight_decay < 0:
+        if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
             raise ConfigError(f"Trainer.weight_decay = {self.weight_decay!r} must be >= 0 (AdamW's default 0.01; 0 = off)")
         for i, loss in enumerate(self.losses):
             weight = getattr(loss, "weight", 1.0)
@@ -226,7 +229,7 @@ class Trainer:
                     f"Trainer.losses[{i}] = @{name}() has weight {weight!r}; a loss weight must be > 0 "
                     f"(fix {name}.weight, or drop the loss from Trainer.losses to turn it off)"
                 )
-        if self.grad_clip is not None and self.grad_clip <= 0:
+        if self.grad_clip is not None and not self.grad_clip > 0:
             raise ConfigError(f"Trainer.grad_clip = {self.grad_clip!r} must be > 0, or None to disable clipping")
         unknown = set(self.cfg_drop) - {"text_p", "prompt_p", "both_p"}
         if unknown:

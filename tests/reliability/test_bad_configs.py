@@ -47,6 +47,7 @@ CASES: dict[str, tuple[str | None, tuple[str, ...], str, tuple[str, ...]]] = {
     ),
     "out_of_range_in_config": ("Trainer.lr = -1.0", (), "config", ("Trainer.lr = -1", "must be > 0")),
     "out_of_range_component_in_config": ("schedule.flow_matching.sigma_min = -1.0", (), "config", ("sigma_min",)),
+    "infinite_lr": ("Trainer.lr = 1e999", (), "config", ("bad.gin:2", "Trainer.lr = inf", "must be > 0 and finite")),
     "negative_weight_decay": ("Trainer.weight_decay = -0.1", (), "config", ("Trainer.weight_decay = -0.1", ">= 0")),
     "zero_flow_loss_weight": ("loss.masked_mse.weight = 0.0", (), "config", ("loss.masked_mse", "weight 0.0", "> 0")),
     "negative_flow_loss_weight": ("loss.masked_mse.weight = -1.0", (), "train", ("loss.masked_mse", "> 0")),

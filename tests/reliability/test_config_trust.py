@@ -101,6 +101,20 @@ def test_an_included_file_that_is_not_gin_is_never_echoed(form: str, tmp_path: P
     assert "exp.gin:2" in str(info.value)
 
 
+
+def test_a_gin_named_link_to_another_file_is_never_echoed(tmp_path: Path) -> None:
+    """A config given on the command line whose real file is no gin file (a link named exp.gin
+    to a credentials file): the error names the file and quotes none of it."""
+    secret = tmp_path / "credentials.txt"
+    secret.write_text(f"token:{SECRET}:x\npassword: hunter2\n")
+    link = tmp_path / "exp.gin"
+    link.symlink_to(secret)
+    with pytest.raises(ConfigError) as info:
+        config.parse([link])
+    text = str(info.value)
+    assert SECRET not in text and "hunter2" not in text and "token" not in text, text
+    assert "not a gin file" in text and "credentials.txt:1" in text
+
 def test_the_cli_refuses_an_undeclared_import_in_one_line(tmp_path: Path) -> None:
     """Through the real CLI, with the payload module on PYTHONPATH: one line, exit 2, no file written."""
     site = tmp_path / "site"

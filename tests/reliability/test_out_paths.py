@@ -58,3 +58,24 @@ def test_check_out_path_tells_a_file_from_a_folder(tmp_path: Path) -> None:
         check_out_path(tmp_path / "f", label="--out f", folder=True)
     with pytest.raises(ConfigError, match="is a file, so nothing can be written under it"):
         check_out_path(tmp_path / "f" / "x" / "y", label="--out y", folder=True)
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc, where nothing can be created")
+@pytest.mark.parametrize("command", ["train", "sweep", "eval", "synthesize"])
+def test_out_where_nothing_can_be_created_is_one_line_before_any_work(command: str, tmp_path: Path,
+                                                                      capfd: pytest.CaptureFixture) -> None:
+    """/proc passes the read-only, permission and free-space checks and still makes no folder."""
+    from typer.testing import CliRunner
+
+    from flowkit.cli.app import app
+    from flowkit.errors import WriteError
+
+    out = Path("/proc/flowkit-out")
+    capfd.readouterr()
+    result = CliRunner().invoke(app, [str(a) for a in _argv(command, out, tmp_path)])
+    err = capfd.readouterr().err + result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.exit_code == WriteError.exit_code, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "nothing can be created there" in lines[0] and "/proc" in lines[0], err
+    assert list(tmp_path.iterdir()) == []
