@@ -42,6 +42,11 @@ def average(
         if len(sources) < 2 or out is None:
             raise CheckpointError("average: give RUN with --last K or --best K, or two or more checkpoint "
                                   "directories with --out DIR")
+        for source in sources:
+            if (source / "checkpoints").is_dir():
+                raise CheckpointError(
+                    f"average: {source} is a run directory, not a checkpoint; give its checkpoints "
+                    f"({source / 'checkpoints'}/step-...), or the run alone with --last K or --best K")
         check_writable(out, label=f"--out {out}")
         with refused_writes(f"--out {out}", out):
             done = average_checkpoints(sources, out, how=f"given {len(sources)}")

@@ -607,6 +607,9 @@ def _evaluate(
         console.print(f"rejected {r.describe(str(testset))}", markup=False, highlight=False, soft_wrap=True)
     if len(ts.rejections) > 10:
         console.print(f"... {len(ts.rejections) - 10} more rejected lines in {out / REJECTIONS}", markup=False)
+    if not ts.items and not ts.rejections:
+        raise DataError(f"{testset}: no test lines (the file is empty or blank); "
+                        "give utt|prompt_text|prompt_wav|target_text lines, or a .jsonl/.csv manifest")
     if not ts.items:
         raise DataError(f"{testset}: every line was rejected ({len(ts.rejections)}; reasons in {out / REJECTIONS}); "
                         "fix the list")

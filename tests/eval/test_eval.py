@@ -289,6 +289,17 @@ def test_every_line_bad_exits_3_in_one_line(run_dir: Path, tmp_path: Path) -> No
     assert len(errors) == 1 and "every line was rejected" in errors[0]
 
 
+
+@pytest.mark.parametrize("body", ["", "\n  \n\n"])
+def test_a_list_without_lines_is_named_empty(body: str, run_dir: Path, tmp_path: Path) -> None:
+    path = tmp_path / "meta.lst"
+    path.write_text(body)
+    result = CliRunner().invoke(app, ["eval", str(run_dir), "--testset", str(path), "--out", str(tmp_path / "o"),
+                                      *FAST])
+    assert result.exit_code == 3, result.output
+    errors = [x for x in result.output.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and "no test lines" in errors[0] and "(0" not in errors[0], result.output
+
 def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, testset: Path, no_judges,
                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first part of an eval records its sampling kernels in eval.json; a continued eval

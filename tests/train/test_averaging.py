@@ -120,3 +120,11 @@ def test_init_from_an_average(tiny_store: Path, tmp_path: Path) -> None:
     assert outcome.status == "completed"
     info = json.loads((child / "run_info.json").read_text())
     assert info["init_from"]["checkpoint"] == str(done.path.resolve())
+
+
+def test_run_directories_given_as_checkpoints_get_the_fix(tmp_path: Path) -> None:
+    run = _run_with_steps(tmp_path / "run", [1, 2], {1: 0.5, 2: 0.3})
+    result = CliRunner().invoke(app, ["average", str(run), str(run), "--out", str(tmp_path / "o")])
+    assert result.exit_code == CheckpointError.exit_code, result.output
+    assert "is a run directory, not a checkpoint" in result.output and "--last K" in result.output
+    assert "COMPLETE" not in result.output and not (tmp_path / "o").exists()
