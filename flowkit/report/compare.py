@@ -213,14 +213,18 @@ def _extreme(run: RunDir, kind: str, key: str, best: Any) -> float | None:
 
 
 def run_labels(runs: Sequence[RunDir], diff: Sequence[tuple[str, list[str]]]) -> list[str]:
-    """Each run named by its differing bindings (``lr=0.002, schedule=cosine_vpred``): the
-    legend of overlaid curves. The run's directory name when nothing differs or the
-    bindings would make a label longer than 60 characters."""
+    """The legend of overlaid curves: each run's directory name (a sweep point's name is
+    already its bindings). Where two runs share a name (``a/run``, ``b/run``), the runs are
+    named by their differing bindings (``lr=0.002, schedule=cosine_vpred``) when those fit
+    in 60 characters, else by parent and name."""
+    names = [run.label for run in runs]
+    if len(set(names)) == len(names):
+        return names
     shorts = short_keys([k for k, _ in diff])
     labels = []
     for i, run in enumerate(runs):
         label = ", ".join(f"{shorts[k]}={readable_value(values[i])}" for k, values in diff)
-        labels.append(label if label and len(label) <= 60 else run.label)
+        labels.append(label if label and len(label) <= 60 else f"{run.path.parent.name}/{run.label}")
     return labels
 
 

@@ -65,3 +65,15 @@ def test_the_comparison_has_one_steps_column_and_best_sim_skips_step_0(tmp_path:
     assert table.header.count("steps") == 1 and "Trainer.steps" in table.header, table.header
     sim = table.header.index("best probe SIM")
     assert [row[sim] for row in table.rows] == ["0.5", "0.5"]
+
+
+def test_curves_are_labelled_by_run_name_and_by_bindings_only_where_names_clash(tmp_path: Path) -> None:
+    from flowkit.report.compare import config_differences, run_labels
+
+    named = [read_run(write_synthetic_run(tmp_path / name, "completed", config_extra=f"Trainer.lr = {lr}\n"))
+             for name, lr in (("baseline", 1e-3), ("faster", 2e-3))]
+    assert run_labels(named, config_differences([r.config_text for r in named])) == ["baseline", "faster"]
+    clash = [read_run(write_synthetic_run(tmp_path / parent / "run", "completed", config_extra=f"Trainer.lr = {lr}\n"))
+             for parent, lr in (("a", 1e-3), ("b", 2e-3))]
+    labels = run_labels(clash, config_differences([r.config_text for r in clash]))
+    assert len(set(labels)) == 2 and all("lr=" in label for label in labels), labels
