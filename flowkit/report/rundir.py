@@ -40,7 +40,7 @@ __all__ = [
 HEARTBEAT_STALE_S = 600.0
 
 _STEP_DIR = re.compile(r"^step-(\d+)$")
-_RESUME_INFO = re.compile(r"^resume_info-(\d+)\.json$")
+_RESUME_INFO = re.compile(r"^resume_info-(\d+)(?:\.(\d+))?\.json$")
 # Files only a run writes; a directory with none of them is not a run.
 _RUN_MARKERS = ("metrics.jsonl", "run_info.json", "config.gin", "heartbeat.json", "checkpoints")
 
@@ -74,7 +74,7 @@ class RunDir:
         torn_lines: how many lines could not be parsed; torn_inside: one of them is not the
             last line (a damaged file: figures may lack what those lines held).
         heartbeat, run_info, latent_stats, lock: the JSON files, ``{}`` when absent.
-        resumes: ``(step, info)`` of every ``resume_info-<step>.json``, by step.
+        resumes: ``(step, info)`` of every ``resume_info-<step>[.<k>].json``, by step and k.
         rejections: ``data_rejections.jsonl`` records.
         config_text: ``config.gin`` ("" when absent).
         checkpoints, best: checkpoint directories, oldest first.
@@ -319,7 +319,7 @@ def read_run(path: str | os.PathLike[str], *, now: float | None = None) -> RunDi
     for entry in root.iterdir():
         match = _RESUME_INFO.match(entry.name)
         if match:
-            resumes.append((int(match.group(1)), _read_json(entry, damaged)))
+            resumes.append((int(match.group(1)), int(match.group(2) or 1), _read_json(entry, damaged)))
     try:
         config_text = (root / "config.gin").read_text(encoding="utf-8")
     except OSError:
@@ -330,7 +330,7 @@ def read_run(path: str | os.PathLike[str], *, now: float | None = None) -> RunDi
         torn_lines=torn,
         heartbeat=_read_json(root / "heartbeat.json", damaged),
         run_info=_read_json(root / "run_info.json", damaged),
-        resumes=tuple(sorted(resumes, key=lambda x: x[0])),
+        resumes=tuple((step, info) for step, _, info in sorted(resumes, key=lambda x: x[:2])),
         rejections=tuple(rejections),
         latent_stats=_read_json(root / "latent_stats.json", damaged),
         config_text=config_text,

@@ -172,8 +172,14 @@ class Workspace:
         )
 
     def write_run_info(self, info: Mapping[str, Any], *, resumed_at: int | None) -> Path:
-        """``run_info.json`` for a start, ``resume_info-<step>.json`` for a resume."""
+        """``run_info.json`` for a start, ``resume_info-<step>.json`` for a resume; a later
+        resume from the same step (the one before was killed before its next checkpoint)
+        writes ``resume_info-<step>.<k>.json``, k = 2, 3, ..., so none is lost."""
         name = "run_info.json" if resumed_at is None else f"resume_info-{resumed_at:08d}.json"
+        k = 1
+        while resumed_at is not None and (self.root / name).exists():
+            k += 1
+            name = f"resume_info-{resumed_at:08d}.{k}.json"
         atomic_write_json(self.root / name, dict(info))
         return self.root / name
 

@@ -55,3 +55,19 @@ def test_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
         read_run(tmp_path)
     with pytest.raises(FlowkitError, match="is not a directory"):
         read_run(tmp_path / "missing")
+
+
+def test_two_resumes_from_one_step_are_both_in_the_history(tmp_path: Path) -> None:
+    """A resume killed before its next checkpoint, then resumed again from the same step:
+    the workspace keeps both resume_info files and the report lists both, in order."""
+    from flowkit.train.workspace import Workspace
+
+    root = write_synthetic_run(tmp_path / "run", "interrupted")
+    ws = Workspace(root)
+    first = ws.write_run_info({"device": "cpu", "attempt": 1}, resumed_at=20)
+    second = ws.write_run_info({"device": "cpu", "attempt": 2}, resumed_at=20)
+    later = ws.write_run_info({"device": "cpu", "attempt": 3}, resumed_at=30)
+    assert [p.name for p in (first, second, later)] == [
+        "resume_info-00000020.json", "resume_info-00000020.2.json", "resume_info-00000030.json"]
+    run = read_run(root)
+    assert [(step, info["attempt"]) for step, info in run.resumes] == [(20, 1), (20, 2), (30, 3)]
