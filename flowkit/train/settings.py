@@ -12,7 +12,6 @@ DiT, except where a note says otherwise; ``gin/base.gin`` restates them for read
 from __future__ import annotations
 
 import math
-
 from collections.abc import Mapping, Sequence
 from typing import Any
 
