@@ -58,6 +58,28 @@ def hide_package(monkeypatch):
 
 
 @pytest.fixture
+def interrupt_after(monkeypatch):
+    """``interrupt_after(module, n)``: ``module._append`` (the one function that writes a
+    finished result line) raises KeyboardInterrupt right after its ``n``-th line is written,
+    once; later calls (the continued run) write as usual. A kill at a known point, injected
+    from the test rather than by a parameter of the product code."""
+
+    def arm(module, n: int) -> None:
+        real = module._append
+        written = [0]
+
+        def append(*args, **kwargs):
+            real(*args, **kwargs)
+            written[0] += 1
+            if written[0] == n:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(module, "_append", append)
+
+    return arm
+
+
+@pytest.fixture
 def generated_utterances(monkeypatch) -> list:
     """The utterances `flowkit.synth.inference.generate` is given during the test, in order
     (it still generates)."""

@@ -135,12 +135,9 @@ def _results(jobs: list[tuple[Item, tuple[str, ...]]], criteria: dict[str, Any],
 
 
 def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *, workers: int = 1,
-                  progress: bool = True, stop_after: int | None = None) -> dict[str, dict[str, Any]]:
+                  progress: bool = True) -> dict[str, dict[str, Any]]:
     """Measure ``items`` with ``criteria`` (name -> criterion) into ``out/measures.jsonl``;
     returns every clip's record by segment id (those measured before included).
-
-    ``stop_after``: raise KeyboardInterrupt after that many new clips (a kill at a known
-    point, for tests).
 
     Raises:
         ResumeError: ``out`` holds measures of another judge.
@@ -164,7 +161,7 @@ def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *,
             n for n in names if "error" not in record and n not in record.get("measures", {}))
         if missing:
             jobs.append((item, missing))
-    started, audio_s, new = time.perf_counter(), 0.0, 0
+    started, audio_s = time.perf_counter(), 0.0
     with Progress("curate", total=len(items), completed=len(items) - len(jobs), unit="clips",
                   plain_every=max(1, len(items) // 10), enabled=progress) as bar, sigterm_as_interrupt(), \
             open(path, "a", encoding="utf-8") as f, contextlib.closing(_results(jobs, criteria, workers)) as results:
@@ -174,9 +171,6 @@ def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *,
                 result["measures"] = {**before.get("measures", {}), **result["measures"]}
             _append(f, result)
             done[item.segment_id] = result
-            new += 1
             audio_s += float(result.get("seconds", 0.0))
             bar.update(1, xrt=audio_s / max(time.perf_counter() - started, 1e-9))
-            if stop_after is not None and new >= stop_after:
-                raise KeyboardInterrupt
     return done

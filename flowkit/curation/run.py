@@ -104,7 +104,7 @@ class CurationOutcome:
 
 
 def curate(sources: Sequence[Path], out: Path, *, settings: Curation | None = None, progress: bool = True,
-           input_format: str = "auto", stop_after: int | None = None) -> CurationOutcome:
+           input_format: str = "auto") -> CurationOutcome:
     """Curate the clips of ``sources`` into the folder ``out`` (module docstring).
 
     Raises:
@@ -128,8 +128,7 @@ def curate(sources: Sequence[Path], out: Path, *, settings: Curation | None = No
                         "nothing to curate")
     measured_before = len(read_measures(out / "measures.jsonl"))
     started = time.perf_counter()
-    records = measure_clips(items, criteria, out, workers=settings.resolved_workers(), progress=progress,
-                            stop_after=stop_after)
+    records = measure_clips(items, criteria, out, workers=settings.resolved_workers(), progress=progress)
     measure_seconds = time.perf_counter() - started
     infos = [info_of(i) for i in items]
     rows, decisions = decide(infos, records, criteria)

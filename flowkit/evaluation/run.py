@@ -498,7 +498,6 @@ def evaluate(
     vocoder: Any = None,
     judges: Judges | None = None,
     progress: bool = True,
-    stop_after: int | None = None,
 ) -> EvalOutcome:
     """Synthesise and judge the test list ``testset`` with ``checkpoint`` into ``out``.
 
@@ -510,8 +509,6 @@ def evaluate(
         vocoder: a vocoder component; None: the run's ``Trainer.vocoder``, else Griffin-Lim.
         judges: ready judges (tests); None: `build_judges`.
         progress: show a progress bar (plain lines when stdout is not a terminal).
-        stop_after: stop (raise KeyboardInterrupt) after this many new results: a kill at a
-            known point, for tests.
 
     One eval process writes a folder: it holds ``OUT/eval.lock`` (`flowkit.data.locks`)
     while it runs, and a second one into the same folder is refused naming its pid. Writes
@@ -538,7 +535,7 @@ def evaluate(
         check_writable(out, label=f"--out {out}")
     with contextlib.ExitStack() as held:
         return _evaluate(checkpoint, testset, out, held, settings=settings, asr=asr, vocoder=vocoder, judges=judges,
-                         progress=progress, stop_after=stop_after)
+                         progress=progress)
 
 
 def _hold_out(out: Path, held: contextlib.ExitStack, label: str) -> None:
@@ -566,7 +563,6 @@ def _evaluate(
     vocoder: Any,
     judges: Judges | None,
     progress: bool,
-    stop_after: int | None,
 ) -> EvalOutcome:
     """`evaluate` once ``out`` is known: ``held`` keeps its lock and write policy to the end."""
     from flowkit.console import Progress, console, err_console
@@ -683,8 +679,6 @@ def _evaluate(
                     new += 1
                     minutes = (time.perf_counter() - started) / 60.0
                     bar.update(1, wer=record.get("wer"), utt_per_min=new / max(minutes, 1e-9))
-                    if stop_after is not None and new >= stop_after:
-                        raise KeyboardInterrupt
         for note in judges.notes[len(notes_before):]:  # a judge that failed on first use
             console.print(note, markup=False, highlight=False, soft_wrap=True)
     records = [done[it.utt] for it in items if it.utt in done]

@@ -52,13 +52,16 @@ def test_curate_writes_the_lists_and_the_page(tmp_path, demo_clips) -> None:
     assert (src / "metadata.csv").read_text().count("\n") == 40  # the source is only read
 
 
-def test_a_killed_curation_run_again_gives_the_same_list(tmp_path, demo_clips) -> None:
+def test_a_killed_curation_run_again_gives_the_same_list(tmp_path, demo_clips, interrupt_after) -> None:
+    from flowkit.curation import measure
+
     src = _source(tmp_path, demo_clips)
     whole = tmp_path / "whole"
     curate([src], whole, settings=_settings(), progress=False)
     cut = tmp_path / "cut"
+    interrupt_after(measure, 7)
     with pytest.raises(KeyboardInterrupt):
-        curate([src], cut, settings=_settings(), progress=False, stop_after=7)
+        curate([src], cut, settings=_settings(), progress=False)
     assert len((cut / "measures.jsonl").read_text().splitlines()) == 7
     assert not (cut / "keep.lst").exists()
     with open(cut / "measures.jsonl", "a") as f:  # a kill in the middle of a line

@@ -128,7 +128,8 @@ def test_three_lines_end_to_end(reference: Path) -> None:
     assert (reference / "wavs" / "u1.wav").is_file() and "(../wavs/u1.wav)" not in md
 
 
-def test_killed_and_continued_gives_the_same_results(run_dir: Path, testset: Path, judges, tmp_path: Path) -> None:
+def test_killed_and_continued_gives_the_same_results(run_dir: Path, testset: Path, judges, tmp_path: Path,
+                                                     interrupt_after) -> None:
     """Stopped after the first result, with a torn line left behind, then run again: the
     same results.jsonl and WAVs as an eval never interrupted."""
     settings = EvalSettings(nfe=2, cfg=1.0, samples=2, ceilings=False)
@@ -136,8 +137,11 @@ def test_killed_and_continued_gives_the_same_results(run_dir: Path, testset: Pat
     judges = Judges(asr=judges.asr, speaker=judges.speaker)
     reference = evaluate(run_dir, testset, tmp_path / "whole", settings=settings, judges=judges, progress=False).out
     out = tmp_path / "killed"
+    from flowkit.evaluation import run as eval_run
+
+    interrupt_after(eval_run, 1)
     with pytest.raises(KeyboardInterrupt):
-        evaluate(run_dir, testset, out, settings=settings, judges=judges, progress=False, stop_after=1)
+        evaluate(run_dir, testset, out, settings=settings, judges=judges, progress=False)
     assert len(_lines(out)) == 1
     with open(out / "results.jsonl", "a", encoding="utf-8") as f:
         f.write('{"utt": "u2", "audio": "wa')  # a kill in the middle of the second line
@@ -300,8 +304,9 @@ def test_a_list_without_lines_is_named_empty(body: str, run_dir: Path, tmp_path:
     errors = [x for x in result.output.splitlines() if x.startswith("error:")]
     assert len(errors) == 1 and "no test lines" in errors[0] and "(0" not in errors[0], result.output
 
-def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, testset: Path, no_judges,
-                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+
+def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, testset: Path, no_judges, tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch, interrupt_after) -> None:
     """The first part of an eval records its sampling kernels in eval.json; a continued eval
     samples with them whatever this process would choose (its remaining utterances are the bits
     an unbroken eval makes); an eval.json from before kernels were recorded makes no choice."""
@@ -320,8 +325,11 @@ def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, tes
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "mkl")
     monkeypatch.setenv("FLOWKIT_CPU_GROUPED_CONV", "channels_last")
     recorded = {"linear": "mkl", "grouped_conv": "channels_last", "onednn_min_rows": 512}
+    from flowkit.evaluation import run as eval_run
+
+    interrupt_after(eval_run, 1)
     with pytest.raises(KeyboardInterrupt):
-        evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False, stop_after=1)
+        evaluate(run_dir, testset, out, settings=settings, judges=no_judges, progress=False)
     assert json.loads((out / "eval.json").read_text())["cpu_kernels"] == recorded
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")
     monkeypatch.setenv("FLOWKIT_CPU_GROUPED_CONV", "onednn")
