@@ -291,6 +291,13 @@ def read_testset(path: str | Path, *, language: str = "en", languages: Sequence[
     Raises:
         DataError: the list does not exist or cannot be read, or a CSV without its header.
     """
+    from flowkit import hub
+
+    if hub.is_hub(path):  # a list names recordings beside it: the folder must be here, not one file of it
+        ref = hub.parse(path)
+        raise DataError(f"--testset {hub.SCHEME}{ref.repo_id}/{ref.path}: a test list is read from a local folder (its "
+                        f"recordings are paths beside it); fetch the folder (`hf download {ref.repo_id} "
+                        "--repo-type dataset`) and give its meta.lst")
     p = Path(path)
     if not p.is_file():
         raise DataError(f"--testset {p}: no such file; give a meta.lst (utt|prompt_text|prompt_wav|target_text"

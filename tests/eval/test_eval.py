@@ -537,3 +537,14 @@ def test_a_long_target_recording_gets_a_line_before_its_ceilings(run_dir: Path, 
              settings=EvalSettings(nfe=2, cfg=1.0, samples=0, limit=1))
     out = capfd.readouterr().out.replace("\n", "")
     assert "u1: judging its 2 s target recording raw and vocoded (the ceilings; --no-ceilings skips them)" in out, out
+
+
+def test_a_hub_test_list_is_one_line_naming_the_local_folder_it_needs() -> None:
+    from flowkit.errors import DataError
+
+    for given in ("hf://org/seed-tts-eval/en/meta.lst", Path("hf://org/seed-tts-eval/en/meta.lst")):
+        with pytest.raises(DataError) as info:
+            read_testset(given)
+        text = str(info.value)
+        assert "\n" not in text and text.startswith("--testset hf://org/seed-tts-eval/en/meta.lst: ")
+        assert "hf download org/seed-tts-eval --repo-type dataset" in text
