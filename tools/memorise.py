@@ -20,7 +20,7 @@ trained on all of the speaker's English clips in the corpus, instead of ``aligne
 
 Usage: python tools/memorise.py [--out runs/memorise] [--corpus ../shared/data/asterisk-5voice]
            [-b BINDING]... [--docs-image docs/images/memorise-spectrograms.png]
-           [--timings energy|learned] [--align-steps N]
+           [--timings energy|learned] [--align-steps N] [--align-data STORE]...
 """
 
 from __future__ import annotations
@@ -140,10 +140,12 @@ def spectrograms(run: Path, out: Path) -> None:
     out.write_bytes(spectrograms_png(panels, frame_rate=im.frame_rate))
 
 
-def learned_timings(corpus: Path, out: Path, store: Path, steps: int | None) -> None:
+def learned_timings(corpus: Path, out: Path, store: Path, steps: int | None, extra: list[Path]) -> None:
     """Replace the 16 clips' energy timings by a learned aligner's: the aligner trains on every
-    English clip of the speaker in the corpus (``OUT/allison.zarr``, ``OUT/align``), then writes
-    its timings into the 16-clip store (version ``learned``)."""
+    English clip of the speaker in the corpus (``OUT/allison.zarr``, ``OUT/align``), after the
+    ``extra`` stores (more speech of the language, e.g. tools/speak_cpu.sh's OUT/data.zarr: 6.5
+    minutes of telephone prompts alone are too little to learn from), then writes its timings
+    into the 16-clip store (version ``learned``)."""
     from flowkit.align.apply import align_store
     from flowkit.align.training import train_aligner
     from flowkit.data.prepare import PrepareSettings, prepare_store
@@ -159,7 +161,7 @@ def learned_timings(corpus: Path, out: Path, store: Path, steps: int | None) -> 
                                     if speaker == "allison" and language == "en" and "_silence-" not in seg),
                             encoding="utf-8")
         prepare_store([manifest], speaker_store, settings=PrepareSettings(), workers=1, progress=False)
-    train_aligner([REPO / "gin" / "align.gin"], [], data=[speaker_store], out=out / "align", steps=steps)
+    train_aligner([REPO / "gin" / "align.gin"], [], data=[*extra, speaker_store], out=out / "align", steps=steps)
     reader = StoreReader.open(store)
     active = reader.timings
     reader.close()
@@ -178,6 +180,8 @@ def main() -> None:
                         help="the 16 clips' word timings: aligner.energy's (prepare), or a learned aligner's "
                         "trained on the speaker's English clips (flowkit align)")
     parser.add_argument("--align-steps", type=int, default=None, help="the aligner's steps (default gin/align.gin's)")
+    parser.add_argument("--align-data", type=Path, action="append", default=[],
+                        help="another store the aligner also trains on (more speech of the language; repeatable)")
     args = parser.parse_args()
     if not (args.corpus / "metadata.csv").is_file():
         sys.exit(f"memorise: the asterisk-5voice corpus is not at {args.corpus}; pass --corpus DIR")
@@ -187,7 +191,7 @@ def main() -> None:
     store, run_dir = args.out / "data.zarr", args.out / "run"
     prepare(args.corpus, store)
     if args.timings == "learned":
-        learned_timings(args.corpus, args.out, store, args.align_steps)
+        learned_timings(args.corpus, args.out, store, args.align_steps, [p.resolve() for p in args.align_data])
     bindings = [f"Probe.audio_dirs = ['{args.corpus / 'wavs'}']", *args.binding]
     if checkpoint.list_checkpoints(run_dir / "checkpoints"):
         outcome = run.resume(run_dir, bindings=bindings)
