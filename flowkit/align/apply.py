@@ -9,6 +9,9 @@ reason, when no honest alignment exists:
 - ``align_no_words``: no word of the text encodes to a token;
 - ``align_stretched``: a token holds more than ``max_token_s`` seconds (a pause token more
   than ``max_pause_s``): the text does not fit the audio;
+- ``align_squeezed``: more than ``max_single_frame_share`` of the word tokens hold a single
+  frame: no phoneme lasts one frame, so the aligner does not know this speech (another
+  recording domain or language than it was trained on) and crammed the tokens together;
 - ``align_low_confidence``: the mean log attention along the path is far below the
   store's own (median - ``confidence_mads`` x MAD): another language, another text,
   silence or noise.
@@ -36,7 +39,7 @@ from flowkit.align.training import RUN_KIND, build_network
 from flowkit.console import Progress
 from flowkit.errors import CheckpointError, DataError
 
-__all__ = ["AlignOutcome", "Settings", "align_store", "load_aligner", "phone_timings"]
+__all__ = ["AlignOutcome", "Settings", "align_store", "load_aligner", "phone_timings", "refusal"]
 
 
 @attrs.frozen
@@ -45,6 +48,8 @@ class Settings:
 
     max_token_s: float = 1.0  # a phoneme or character held longer than this is a stretched alignment
     max_pause_s: float = 4.0  # a pause longer than this (leading or trailing silence included)
+    # trained aligners give at most ~25 % one-frame tokens (stress marks); one that does not know the speech, over 50 %
+    max_single_frame_share: float = 0.4
     confidence_mads: float = 6.0  # refused below the median confidence minus this many MADs
     batch_frames: int = 20_000  # padded frames per forward pass
 
@@ -147,17 +152,24 @@ def align_corpus(model: torch.nn.Module, corpus: AlignCorpus, vocab: Any, frame_
     for i, (durations, confidence) in found.items():
         tokens = corpus.tokens[i]
         edges = tuple(int(e) for e in np.concatenate([[0], np.cumsum(durations)]))
-        is_pause = np.array(tokens.ids) == pause
-        longest_token = float(durations[~is_pause].max(initial=0)) / frame_rate
-        longest_pause = float(durations[is_pause].max(initial=0)) / frame_rate
-        reason = ""
-        if longest_token > settings.max_token_s or longest_pause > settings.max_pause_s:
-            reason = "align_stretched"
-        elif confidence < floor:
+        reason = refusal(durations, np.array(tokens.ids) == pause, frame_rate, settings)
+        if not reason and confidence < floor:
             reason = "align_low_confidence"
         units = None if reason else tokens.word_frames(durations)
         results[corpus.segment_ids[i]] = SegmentAlignment(units, edges, confidence, reason)
     return results
+
+
+def refusal(durations: np.ndarray, is_pause: np.ndarray, frame_rate: float, settings: Settings = Settings()) -> str:
+    """Why a path of frames per token ``durations [nt]`` (``is_pause`` bool ``[nt]``) is no
+    honest alignment: ``"align_stretched"``, ``"align_squeezed"`` or ``""`` (see the module docstring)."""
+    words = durations[~is_pause]
+    if (float(words.max(initial=0)) / frame_rate > settings.max_token_s
+            or float(durations[is_pause].max(initial=0)) / frame_rate > settings.max_pause_s):
+        return "align_stretched"
+    if words.size and float(np.mean(words <= 1)) > settings.max_single_frame_share:
+        return "align_squeezed"
+    return ""
 
 
 def version_fingerprint(prepare_fingerprint: str, arrays: dict[str, np.ndarray]) -> str:
@@ -177,7 +189,7 @@ def align_store(store: Path, run: Path, *, name: str = "learned", settings: Sett
     Raises:
         CheckpointError: ``run`` is not a trained aligner run.
         DataError: the store cannot be read, its latents are not the aligner's (another
-            encoder or dimension), or a bad version name.
+            encoder or dimension), a bad version name, or no segment aligned (nothing written).
     """
     from flowkit.data.store import StoreReader
     from flowkit.data.store.format import REJECTIONS_FILE
@@ -203,6 +215,13 @@ def align_store(store: Path, run: Path, *, name: str = "learned", settings: Sett
     for sid in ids:
         result = results.get(sid)
         per_segment.append(None if result is None else result.units)
+    if not any(per_segment):
+        counts = {}
+        for result in results.values():
+            counts[result.reason] = counts.get(result.reason, 0) + 1
+        raise DataError(f"{store}: the aligner {run} aligned none of its {n} segments (refused: "
+                        f"{', '.join(f'{k} {v}' for k, v in sorted(counts.items()))}); nothing was written: train it "
+                        "longer, or with more speech of the language beside this store (docs/alignment.md)")
     source = [1 if u else 0 for u in per_segment]
     timings = Timings.from_segments(per_segment, source, [True] * n)
     info = {"aligner": "aligner.learned", "run": str(Path(run).resolve()), "checkpoint": str(checkpoint),

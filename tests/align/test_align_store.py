@@ -90,9 +90,11 @@ def aligned(tmp_path_factory):
     group = zarr.open_group(str(store), mode="r")
     before = {a: np.asarray(group[a][:]) for a in ("units", "unit_offsets", "has_units", "units_estimated")}
     train_aligner(["gin/align.gin"], TINY, data=[store], out=root / "run", steps=12, progress=False)
-    from flowkit.align.apply import align_store
+    from flowkit.align.apply import Settings, align_store
 
-    outcome = align_store(store, root / "run", progress=False)
+    # 12 steps leave the tiny aligner crowding characters onto single frames, which align write
+    # refuses as squeezed (tests/align/test_refusals.py); this fixture is about the writing
+    outcome = align_store(store, root / "run", settings=Settings(max_single_frame_share=1.0), progress=False)
     return store, root / "run", outcome, before
 
 
@@ -133,7 +135,8 @@ def test_text_longer_than_the_audio_is_one_rejection(aligned):
 
 
 def test_refusal_thresholds_refuse_instead_of_stretching(aligned):
-    """With thresholds no alignment meets, every segment is refused with that reason (nothing stretched)."""
+    """With thresholds no alignment meets, every segment is refused with that reason (nothing
+    stretched); and a write where every segment is refused writes nothing and says so."""
     from flowkit.align.apply import Settings, align_corpus, load_aligner
 
     _, run, outcome, _ = aligned
@@ -141,8 +144,21 @@ def test_refusal_thresholds_refuse_instead_of_stretching(aligned):
     stretched = align_corpus(model, outcome.corpus, vocab, 100.0, Settings(max_token_s=0.001), progress=False)
     assert {r.reason for sid, r in stretched.items() if sid != "long_text"} == {"align_stretched"}
     doubtful = align_corpus(model, outcome.corpus, vocab, 100.0,
-                            Settings(confidence_mads=-1e6, max_token_s=1e9, max_pause_s=1e9), progress=False)
+                            Settings(confidence_mads=-1e6, max_token_s=1e9, max_pause_s=1e9, max_single_frame_share=1.0),
+                            progress=False)
     assert {r.reason for sid, r in doubtful.items() if sid != "long_text"} == {"align_low_confidence"}
+    import shutil
+
+    from flowkit.align.apply import align_store
+    from flowkit.errors import DataError
+
+    copy = run.parent / "all-refused.zarr"
+    shutil.copytree(aligned[0], copy)
+    versions = sorted(p.name for p in (copy / "timings").iterdir())
+    with pytest.raises(DataError, match=r"aligned none of its 21 segments \(refused: align_stretched 20, "
+                                        r"align_text_too_long 1\); nothing was written"):
+        align_store(copy, run, name="none", settings=Settings(max_token_s=0.001), progress=False)
+    assert sorted(p.name for p in (copy / "timings").iterdir()) == versions
 
 
 def test_use_switches_between_versions(aligned, tmp_path):

@@ -58,8 +58,8 @@ def shorten(argv: list[str]) -> list[str]:
     if tool != "flowkit":
         return argv
     sub = argv[1]
-    if argv[1:3] == ["align", "train"]:  # the aligner trains as a model does: capped the same way
-        return [*_without_steps(argv), "--steps", "2"]
+    if argv[1:3] == ["align", "train"]:  # capped at 200 steps (~1 min): an aligner of a few steps aligns no
+        return [*_without_steps(argv), "--steps", "200"]  # segment honestly, and `align write` then writes nothing
     if sub in ("train", "init-from", "resume"):
         cleaned = []
         skip = False

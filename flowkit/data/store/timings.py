@@ -161,7 +161,7 @@ def write_version(path: Path, name: str, timings: Timings, sources: Sequence[str
     try:
         group = zarr.open_group(str(partial), mode="w", zarr_format=3)
         for a, values in timings.arrays().items():
-            group.create_array(a, data=values, chunks=values.shape if values.size else None)
+            group.create_array(a, data=values, chunks=tuple(max(1, n) for n in values.shape))
         fsync_dir(partial)
         final = root / name
         if final.exists():
