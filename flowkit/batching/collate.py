@@ -30,13 +30,11 @@ from flowkit.batching.pairing import ItemPlan
 from flowkit.data.labels import emotion_id
 from flowkit.data.stats import LatentStats
 from flowkit.errors import ConfigError, DataError
-from flowkit.model.conditions import Conditions
+from flowkit.model.conditions import TEXT_PATHS, Conditions
 from flowkit.model.packing import PackLayout
 from flowkit.text.vocabs import encode_text
 
-__all__ = ["TEXT_PATHS", "Batch", "CFGDrop", "LatentNorm", "collate"]
-
-TEXT_PATHS = ("unaligned", "aligned")
+__all__ = ["Batch", "CFGDrop", "LatentNorm", "collate"]
 
 
 class _Vocab(Protocol):

@@ -23,6 +23,10 @@ import torch
 
 from flowkit.model.packing import PackLayout
 
+#: How text reaches the network: ``"unaligned"`` (F5-TTS: characters padded over the frames),
+#: ``"aligned"`` (each unit's characters placed on the frames the unit spans).
+TEXT_PATHS = ("unaligned", "aligned")
+
 
 @attrs.frozen
 class Conditions:

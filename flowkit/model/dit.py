@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 
 from flowkit.errors import ConfigError
+from flowkit.model.conditions import TEXT_PATHS
 from flowkit.model.dit_network import PHASES, DiT, ModelOutput
 from flowkit.model.dit_sampling import SamplingConditions
 from flowkit.model.f5_arch import ARCHS, f5_arch_options
@@ -38,7 +39,6 @@ DUR_FILM_PREFIX = "duration.film."
 #: imported F5-TTS parent (``conditions = False``) lacks exactly these keys.
 GLOBALS_PREFIX = "globals."
 
-TEXT_PATHS = ("unaligned", "aligned")
 DUR_CONDS = ("none", "emotion")
 
 
