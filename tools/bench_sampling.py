@@ -23,8 +23,8 @@ Prints each side's median call and ``ratio flowkit/F5: X`` per batch size and te
 (target <= 0.80). flowkit samples with the linear kernel that
 `flowkit.converters.cpu.sampling_kernels` measures faster for forward passes, as
 ``flowkit synthesize`` and ``flowkit eval`` do, and prints the choice. ``--reference`` also
-times flowkit's plain path (two full forward passes per step,
-`flowkit.synth.sample._synthesize(reference=True)`), the path this sampler replaced;
+times the plain path the tests check flowkit's sampler against (two full forward passes per
+step, tests/synth/reference_sampler.py);
 ``--training-kernels`` also times flowkit's sampler converted to the training defaults (the
 sampling before `sampling_kernels`). ``--profile`` then profiles 2 more calls of F5-TTS's side
 and of flowkit's and prints, side by side, where a call goes (tools/bench_peer.py's categories:
@@ -152,13 +152,18 @@ class FlowkitSampler:
             return self._sample()
 
     def _sample(self) -> torch.Tensor:
-        from flowkit.synth.sample import _synthesize, inference_conditions
+        from flowkit.synth.sample import inference_conditions, synthesize
 
+        sample = synthesize
+        if self.reference:
+            sys.path.insert(0, str(REPO / "tests" / "synth"))
+            from reference_sampler import reference_synthesize as sample
         with torch.no_grad():
             cond = inference_conditions(self.model, self.utterances, separator_ids={SPACE})
-            return _synthesize(self.model, cond, schedule=self.schedule, solver=self.solver, steps=STEPS,
-                               cfg_strength=CFG, generator=torch.Generator().manual_seed(0), noise=None,
-                               on_step=None, reference=self.reference)
+            noise = torch.randn((cond.batch_size, cond.num_frames, self.model.latent_dim),
+                                generator=torch.Generator().manual_seed(0))
+            return sample(self.model, cond, schedule=self.schedule, solver=self.solver, steps=STEPS,
+                          cfg_strength=CFG, noise=noise)
 
 
 def _give_life(model: torch.nn.Module) -> None:

@@ -263,26 +263,6 @@ def synthesize(
         ConfigError: ``steps`` < 1 (from the solver), a negative ``cfg_strength``, or not
             exactly one of ``generator`` and ``noise`` (or noise of the wrong shape).
     """
-    return _synthesize(model, cond, schedule=schedule, solver=solver, steps=steps, cfg_strength=cfg_strength,
-                       generator=generator, noise=noise, on_step=on_step, reference=False)
-
-
-def _synthesize(
-    model: DiT,
-    cond: Conditions,
-    *,
-    schedule: Schedule,
-    solver: Solver,
-    steps: int,
-    cfg_strength: float,
-    generator: torch.Generator | None,
-    noise: torch.Tensor | None,
-    on_step: Callable[[float], None] | None,
-    reference: bool,
-) -> torch.Tensor:
-    """`synthesize`; ``reference=True``: the plain path it is tested and benchmarked against
-    (every evaluation of the field calls the model on the full conditions, once for the
-    conditional and once for the unconditional pass)."""
     if cfg_strength < 0:
         raise ConfigError(f"cfg_strength = {cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
     device = next(model.parameters()).device
@@ -298,7 +278,7 @@ def _synthesize(
     was_training = model.training
     model.eval()
     try:
-        field = (_reference_field if reference else _batched_field)(model, cond, schedule, cfg_strength, guided, on_step)
+        field = _batched_field(model, cond, schedule, cfg_strength, guided, on_step)
         x1 = solver(field, x0, steps)
     finally:
         model.train(was_training)
@@ -322,28 +302,6 @@ def _batched_field(
         if not guided:
             return schedule.velocity(x, tb, out)
         v, v_uncond = schedule.velocity(x, tb, out[:b]), schedule.velocity(x, tb, out[b:])
-        return v + s * (v - v_uncond)
-
-    return field
-
-
-def _reference_field(
-    model: DiT, cond: Conditions, schedule: Schedule, s: float, guided: bool, on_step: Callable[[float], None] | None
-) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
-    """dx/dt from full forward passes: the conditional one, then the unconditional one."""
-    b = cond.batch_size
-    uncond = cond.replace(
-        drop_text=torch.ones_like(cond.drop_text), drop_prompt=torch.ones_like(cond.drop_prompt)
-    )
-
-    def field(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
-        if on_step is not None:
-            on_step(float(t))
-        tb = t.reshape(()).expand(b).to(device=x.device, dtype=torch.float32)
-        v = schedule.velocity(x, tb, model(x, tb, cond, phase="even").output.float())
-        if not guided:
-            return v
-        v_uncond = schedule.velocity(x, tb, model(x, tb, uncond, phase="even").output.float())
         return v + s * (v - v_uncond)
 
     return field

@@ -1,6 +1,6 @@
 """The sampler's batched path (both CFG passes in one forward, the x- and t-free work done once
-per call) against the plain path it replaced (`flowkit.synth.sample._synthesize(reference=True)`:
-two full forward passes per evaluation of the field).
+per call) against the plain path (tests/synth/reference_sampler.py: two full forward passes of
+`DiT.forward` per evaluation of the field).
 
 Tolerance. Both paths run the same float32 arithmetic in a different grouping: the input
 projection is split into the sample's columns and the prompt's + text's (two products summed
@@ -32,6 +32,9 @@ from flowkit.flow.solvers import Euler, Midpoint
 from flowkit.model.dit import DiT, SamplingConditions
 from flowkit.synth import sample
 from flowkit.synth.sample import Utterance, inference_conditions
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference_sampler import reference_synthesize  # noqa: E402
 
 REL = 1e-5  # see the module docstring
 
@@ -72,8 +75,8 @@ def _both(model: DiT, cond, **kw) -> tuple[torch.Tensor, torch.Tensor]:
                                                   generator=torch.Generator().manual_seed(3)))
     args.update(kw)
     with torch.no_grad():
-        fast = sample._synthesize(model, cond, reference=False, **args)
-        ref = sample._synthesize(model, cond, reference=True, **args)
+        fast = sample.synthesize(model, cond, **args)
+        ref = reference_synthesize(model, cond, **args)
     return fast, ref
 
 
@@ -165,8 +168,9 @@ def test_on_step_sees_every_evaluation_as_the_reference_does() -> None:
     model = _model()
     cond = inference_conditions(model, _utterances(2), separator_ids={SPACE})
     seen: dict[bool, list[float]] = {True: [], False: []}
-    for reference in (False, True):
-        sample._synthesize(model, cond, schedule=FlowMatching(), solver=Midpoint(sway=-1.0), steps=3, cfg_strength=2.0,
-                           generator=torch.Generator().manual_seed(0), noise=None, on_step=seen[reference].append,
-                           reference=reference)
+    args = dict(schedule=FlowMatching(), solver=Midpoint(sway=-1.0), steps=3, cfg_strength=2.0,
+                noise=torch.randn((cond.batch_size, cond.num_frames, LATENT_DIM), generator=torch.Generator().manual_seed(0)))
+    with torch.no_grad():
+        sample.synthesize(model, cond, on_step=seen[False].append, **args)
+        reference_synthesize(model, cond, on_step=seen[True].append, **args)
     assert len(seen[False]) == 6 and seen[False] == seen[True] and seen[False][0] == 0.0
