@@ -87,7 +87,9 @@ def test_a_callers_own_freeze_is_left_alone_and_reentry_is_refused() -> None:
         with policy:
             with pytest.raises(RuntimeError, match="already in force"):
                 policy.__enter__()
-        assert gc.get_freeze_count() >= frozen and gc.isenabled()
+        # frozen objects are still freed by reference counting (another thread's, pytest's), so a
+        # few may go; a policy that unfroze the caller's would leave next to none of them
+        assert gc.get_freeze_count() >= 0.99 * frozen and gc.isenabled()
     finally:
         gc.unfreeze()
 
