@@ -24,23 +24,30 @@ def _argv(command: str, out: Path, tmp_path: Path) -> list[str]:
     }[command]
 
 
-@pytest.mark.parametrize("command", ["train", "sweep", "eval", "report", "synthesize"])
-def test_out_that_is_a_file_is_one_line_before_any_work(command: str, tmp_path: Path,
-                                                        capfd: pytest.CaptureFixture) -> None:
+def _one_line(command: str, out: Path, tmp_path: Path, capfd: pytest.CaptureFixture, exit_code: int) -> str:
+    """Run ``command`` through the CLI in this process; assert it ends with ``exit_code`` and
+    one non-blank line of output (no traceback), and return that line."""
     from typer.testing import CliRunner
 
     from flowkit.cli.app import app
 
-    out = tmp_path / "taken"
-    out.write_text("mine\n")
     capfd.readouterr()
     result = CliRunner().invoke(app, [str(a) for a in _argv(command, out, tmp_path)])
     err = capfd.readouterr().err + result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == ConfigError.exit_code, err
+    assert result.exit_code == exit_code, err
     lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error: --out ") and "is a file" in lines[0], err
-    assert str(out) in lines[0]
+    assert len(lines) == 1, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("command", ["train", "sweep", "eval", "report", "synthesize"])
+def test_out_that_is_a_file_is_one_line_before_any_work(command: str, tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture) -> None:
+    out = tmp_path / "taken"
+    out.write_text("mine\n")
+    line = _one_line(command, out, tmp_path, capfd, ConfigError.exit_code)
+    assert line.startswith("error: --out ") and "is a file" in line and str(out) in line, line
     assert out.read_text() == "mine\n" and sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
@@ -65,17 +72,8 @@ def test_check_out_path_tells_a_file_from_a_folder(tmp_path: Path) -> None:
 def test_out_where_nothing_can_be_created_is_one_line_before_any_work(command: str, tmp_path: Path,
                                                                       capfd: pytest.CaptureFixture) -> None:
     """/proc passes the read-only, permission and free-space checks and still makes no folder."""
-    from typer.testing import CliRunner
-
-    from flowkit.cli.app import app
     from flowkit.errors import WriteError
 
-    out = Path("/proc/flowkit-out")
-    capfd.readouterr()
-    result = CliRunner().invoke(app, [str(a) for a in _argv(command, out, tmp_path)])
-    err = capfd.readouterr().err + result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert result.exit_code == WriteError.exit_code, err
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1 and "nothing can be created there" in lines[0] and "/proc" in lines[0], err
+    line = _one_line(command, Path("/proc/flowkit-out"), tmp_path, capfd, WriteError.exit_code)
+    assert "nothing can be created there" in line and "/proc" in line, line
     assert list(tmp_path.iterdir()) == []
