@@ -161,9 +161,8 @@ def align_corpus(model: torch.nn.Module, corpus: AlignCorpus, vocab: Any, frame_
 
 
 def refusal(durations: np.ndarray, is_pause: np.ndarray, frame_rate: float, settings: Settings = Settings()) -> str:
-    """Why a path of frames per token ``durations [nt]`` (``is_pause`` bool ``[nt]``; ``frame_rate`` in
-    frames per second) is no
-    honest alignment: ``"align_stretched"``, ``"align_squeezed"`` or ``""`` (see the module docstring)."""
+    """Why a path of frames per token ``durations [nt]`` (``is_pause`` bool ``[nt]``;
+    ``frame_rate`` in frames per second) is no honest alignment: ``"align_stretched"``, ``"align_squeezed"`` or ``""`` (see the module docstring)."""
     words = durations[~is_pause]
     if (float(words.max(initial=0)) / frame_rate > settings.max_token_s
             or float(durations[is_pause].max(initial=0)) / frame_rate > settings.max_pause_s):
