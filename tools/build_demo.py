@@ -8,6 +8,12 @@ near-silent ``*_silence-N`` clips - so the demo holds all 4 speakers and 5 langu
   copied byte for byte, about 4.4 MB) with an LJSpeech-style ``metadata.csv``
   (``id|text|speaker|language``) and ``ATTRIBUTION.md``: ``flowkit prepare`` input that
   ships with every clone.
+- ``flowkit/demo/sentences/``: 16 English sentences of allison, the input of ``make demo``
+  (tools/demo.sh) and tools/memorise.py: clips of 1.8-3.6 s with at least 4 words, no
+  ellipsis or bracketed note, 16 spread evenly over their durations (FLAC, copied byte for
+  byte, about 0.8 MB; ``metadata.csv`` ``id|text|speaker|language|split``, every clip in
+  ``train``: the demo memorises them). The demo clips of that speaker are single words and
+  short phrases (median about 1 s), too short to judge sentences by.
 - ``flowkit/demo/asterisk5_demo.zarr``: the same clips prepared - log-mel latents (the
   default encoder), energy-aligner word timings (``units_estimated = True``), and at least
   3 validation clips per speaker (about 4 MB).
@@ -27,6 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "asterisk-5voice"
 DEMO = REPO / "flowkit" / "demo" / "asterisk5_demo.zarr"
 CLIPS = REPO / "flowkit" / "demo" / "clips"
+SENTENCES = REPO / "flowkit" / "demo" / "sentences"
 PER_PAIR = 30
 
 
@@ -48,16 +55,37 @@ def pick_clips(corpus: Path) -> list[dict[str, str]]:
     return picked
 
 
+def pick_sentences(corpus: Path, n: int = 16) -> list[dict[str, str]]:
+    """The demo's sentences (the rule is in the module docstring)."""
+    import soundfile as sf
+
+    pool = []
+    for line in (corpus / "metadata.csv").read_text(encoding="utf-8").splitlines():
+        seg, text, speaker, language = line.split("|")
+        if speaker != "allison" or language != "en" or "_silence-" in seg:
+            continue
+        if "..." in text or "(" in text or "[" in text or len(text.split()) < 4:
+            continue
+        audio = corpus / "wavs" / f"{seg}.flac"
+        seconds = sf.info(str(audio)).duration
+        if 1.8 <= seconds <= 3.6:
+            pool.append((seconds, seg, text, audio))
+    pool.sort()
+    chosen = sorted({round(i * (len(pool) - 1) / (n - 1)) for i in range(n)})
+    return [{"id": pool[i][1], "audio": str(pool[i][3]), "text": pool[i][2], "speaker": "allison",
+             "language": "en", "split": "train"} for i in chosen]
+
+
 def write_clips(clips: list[dict[str, str]], dest: Path) -> None:
-    """Copy the picked recordings into ``dest/wavs`` with their ``metadata.csv`` and attribution."""
+    """Copy the picked recordings into ``dest/wavs`` with their ``metadata.csv``."""
     if dest.exists():
         shutil.rmtree(dest)
     (dest / "wavs").mkdir(parents=True)
     for clip in clips:
         shutil.copyfile(clip["audio"], dest / "wavs" / Path(clip["audio"]).name)
-    rows = "".join(f"{c['id']}|{c['text']}|{c['speaker']}|{c['language']}\n" for c in clips)
+    columns = ["id", "text", "speaker", "language"] + (["split"] if "split" in clips[0] else [])
+    rows = "".join("|".join(c[k] for k in columns) + "\n" for c in clips)
     (dest / "metadata.csv").write_text(rows, encoding="utf-8")
-    (dest / "ATTRIBUTION.md").write_text(CLIPS_ATTRIBUTION.format(n=len(clips)), encoding="utf-8")
 
 
 CLIPS_ATTRIBUTION = """# Bundled demo clips: attribution
@@ -81,6 +109,20 @@ voices' recordings and derived data stay under CC-BY-SA-3.0).
 """
 
 
+SENTENCES_ATTRIBUTION = """# Bundled demo sentences: attribution
+
+`wavs/` holds {n} English recordings of Allison Smith (FLAC, 16 kHz mono) from the
+**asterisk-5voice** corpus, unchanged; `metadata.csv` gives each one's transcript, speaker,
+language and split (`id|text|speaker|language|split`, pipe-separated, no header). They are
+rebuilt by `tools/build_demo.py`; `make demo` (tools/demo.sh) trains on them.
+
+Recorded by Allison Smith; licence CC-BY-SA-3.0. Source: the Debian package
+asterisk-core-sounds-en-g722 (G.722 wideband, decoded to 16-bit PCM). Whoever redistributes
+these recordings, or data derived from them such as latents or a model trained on them, keeps
+this attribution and the CC-BY-SA-3.0 licence.
+"""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -94,6 +136,10 @@ def main() -> None:
 
     clips = pick_clips(args.corpus)
     write_clips(clips, CLIPS)
+    (CLIPS / "ATTRIBUTION.md").write_text(CLIPS_ATTRIBUTION.format(n=len(clips)), encoding="utf-8")
+    sentences = pick_sentences(args.corpus)
+    write_clips(sentences, SENTENCES)
+    (SENTENCES / "ATTRIBUTION.md").write_text(SENTENCES_ATTRIBUTION.format(n=len(sentences)), encoding="utf-8")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "asterisk5_demo.zarr"
         summary = prepare_store([CLIPS], out, settings=demo_prepare_settings(), workers=2, progress=False)
@@ -109,6 +155,8 @@ def main() -> None:
           f"in {files} files, fingerprint {summary.fingerprint[:16]} -> {DEMO.relative_to(REPO)}")
     clip_bytes = sum(p.stat().st_size for p in CLIPS.rglob("*") if p.is_file())
     print(f"demo clips: {len(clips)} recordings, {clip_bytes / 1e6:.1f} MB -> {CLIPS.relative_to(REPO)}")
+    sentence_bytes = sum(p.stat().st_size for p in SENTENCES.rglob("*") if p.is_file())
+    print(f"demo sentences: {len(sentences)} recordings, {sentence_bytes / 1e6:.1f} MB -> {SENTENCES.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

@@ -1,11 +1,8 @@
 """Run gin/memorise.gin to its end: can flowkit learn speech on a CPU? (issue 17)
 
-1. Picks 16 English sentences of one speaker (allison) from the asterisk-5voice corpus by a
-   fixed rule — clips of 1.8-3.6 s with at least 4 words, no ellipsis or bracketed note,
-   16 spread evenly over their durations — and prepares them into a store (log-mel latents,
-   energy-aligner word timings, every clip in the train split). The bundled demo clips of
-   that speaker are single words and short phrases (median about 1 s), too short to judge
-   sentences by; the corpus is the same speaker and the same recordings' source.
+1. Prepares the 16 bundled English sentences of one speaker (allison, ``flowkit/demo/sentences``,
+   picked from the asterisk-5voice corpus by the rule in tools/build_demo.py) into a store
+   (log-mel latents, energy-aligner word timings, every clip in the train split).
 2. Trains ``gin/memorise.gin`` on it (the probe scores those 16 sentences every
    ``Probe.every`` steps against the recorded audio and the vocoded ground truth).
 3. Prints and writes ``summary.json``: steps, training minutes (probe time apart), the
@@ -16,7 +13,8 @@
 A run is deterministic from its seed; a run directory that holds checkpoints is resumed.
 
 With ``--timings learned`` the 16 clips' timings come from a learned aligner (docs/alignment.md)
-trained on all of the speaker's English clips in the corpus, instead of ``aligner.energy``.
+trained on all of the speaker's English clips in the corpus (``--corpus``, needed for this mode
+only), instead of ``aligner.energy``.
 
 Usage: python tools/memorise.py [--out runs/memorise] [--corpus ../shared/data/asterisk-5voice]
            [-b BINDING]... [--docs-image docs/images/memorise-spectrograms.png]
@@ -33,40 +31,18 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "asterisk-5voice"
+SENTENCES = REPO / "flowkit" / "demo" / "sentences"
 TARGET_RATIO = 1.2  # issue 17: probe WER <= 1.2x the WER of the vocoded ground truth
 
 
-def pick_sentences(corpus: Path, n: int = 16) -> list[dict[str, str]]:
-    """The memorised sentences (see the module docstring for the rule)."""
-    import soundfile as sf
-
-    pool = []
-    for line in (corpus / "metadata.csv").read_text(encoding="utf-8").splitlines():
-        seg, text, speaker, language = line.split("|")
-        if speaker != "allison" or language != "en" or "_silence-" in seg:
-            continue
-        if "..." in text or "(" in text or "[" in text or len(text.split()) < 4:
-            continue
-        audio = corpus / "wavs" / f"{seg}.flac"
-        seconds = sf.info(str(audio)).duration
-        if 1.8 <= seconds <= 3.6:
-            pool.append((seconds, seg, text, audio))
-    pool.sort()
-    chosen = sorted({round(i * (len(pool) - 1) / (n - 1)) for i in range(n)})
-    return [{"id": pool[i][1], "audio": str(pool[i][3]), "text": pool[i][2], "speaker": "allison",
-             "language": "en", "split": "train"} for i in chosen]
-
-
-def prepare(corpus: Path, store: Path) -> None:
+def prepare(store: Path) -> None:
     from flowkit.data.aligners import EnergyAligner
     from flowkit.data.prepare import PrepareSettings, prepare_store
 
     if (store / "zarr.json").is_file():
         return
-    manifest = store.with_suffix(".jsonl")
-    manifest.parent.mkdir(parents=True, exist_ok=True)
-    manifest.write_text("".join(json.dumps(c) + "\n" for c in pick_sentences(corpus)), encoding="utf-8")
-    summary = prepare_store([manifest], store, settings=PrepareSettings(aligner=EnergyAligner()), workers=1,
+    settings = PrepareSettings(aligner=EnergyAligner(), layout="id,text,speaker,language,split")
+    summary = prepare_store([SENTENCES], store, settings=settings, workers=1,
                             progress=False)
     if summary.accepted != 16:
         sys.exit(f"memorise: prepared {summary.accepted} of 16 sentences; see {store}/rejections")
@@ -183,16 +159,17 @@ def main() -> None:
     parser.add_argument("--align-data", type=Path, action="append", default=[],
                         help="another store the aligner also trains on (more speech of the language; repeatable)")
     args = parser.parse_args()
-    if not (args.corpus / "metadata.csv").is_file():
-        sys.exit(f"memorise: the asterisk-5voice corpus is not at {args.corpus}; pass --corpus DIR")
+    if args.timings == "learned" and not (args.corpus / "metadata.csv").is_file():
+        sys.exit(f"memorise: --timings learned trains the aligner on the asterisk-5voice corpus, which is not at "
+                 f"{args.corpus}; pass --corpus DIR")
     from flowkit.checkpoints import files as checkpoint
     from flowkit.train import run
 
     store, run_dir = args.out / "data.zarr", args.out / "run"
-    prepare(args.corpus, store)
+    prepare(store)
     if args.timings == "learned":
         learned_timings(args.corpus, args.out, store, args.align_steps, [p.resolve() for p in args.align_data])
-    bindings = [f"Probe.audio_dirs = ['{args.corpus / 'wavs'}']", *args.binding]
+    bindings = [f"Probe.audio_dirs = ['{SENTENCES / 'wavs'}']", *args.binding]
     if checkpoint.list_checkpoints(run_dir / "checkpoints"):
         outcome = run.resume(run_dir, bindings=bindings)
     else:

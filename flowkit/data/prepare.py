@@ -86,6 +86,8 @@ class PrepareSummary:
     skipped: bool = False  # a shard found complete: nothing was decoded
     #: segments in the store after this run per speaker and split: {speaker: {"train": n, "val": n}}
     splits: dict[str, Counter] = attrs.Factory(dict)
+    #: segments written by this run whose split the input gave, per speaker
+    given_splits: Counter = attrs.Factory(Counter)
     #: lines the command prints as warnings (e.g. a shard that holds no segment)
     notes: list[str] = attrs.Factory(list)
 
@@ -123,6 +125,8 @@ class PrepareSummary:
         """One line per speaker whose segments all sit in one split (the first `SPLIT_ROWS`, then a count)."""
         lines = []
         for speaker, c in sorted(self.splits.items()):
+            if self.given_splits[speaker] == c["train"] + c["val"]:
+                continue  # the input chose every split of this voice
             if c["val"] == 0:
                 lines.append(f"speaker {speaker!r} has all its {c['train']} segments in train: no validation clip "
                              "of this voice (give the input a split column, or raise prepare.min_val_per_speaker)")
@@ -435,6 +439,7 @@ def _write_store(inputs: Sequence[Path], out: Path, settings: PrepareSettings, e
                     ))
                     summary.accepted += 1
                     summary.splits.setdefault(item.speaker, Counter())[splits[item.segment_id]] += 1
+                    summary.given_splits[item.speaker] += item.split is not None
                     summary.audio_seconds += result["seconds"]
                     if result["warning"]:
                         summary.warnings[result["warning"]] += 1

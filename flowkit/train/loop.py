@@ -157,7 +157,8 @@ class TrainingLoop:
                 self.evaluate()
             if not self.resumed and self.probe is not None:
                 self.log({"kind": "probe_ceiling", "step": c.step, **self.probe.ceilings()})
-                self.run_probe()
+                if self.probe.settings.at_start:
+                    self.run_probe()
             while c.step < s.steps and not self.should_stop():
                 self.collection.maybe_collect(c.step)
                 stats = self.train_step(self.set_lr())

@@ -116,6 +116,18 @@ def test_summary_shows_the_split_per_speaker_and_warns_about_one_split_speakers(
     assert len(warnings) == 1 and "speaker 'cy' has all its 1 segments in train" in warnings[0], result.stderr
 
 
+def test_no_one_split_warning_when_the_input_chose_every_split(tmp_path):
+    corpus = tmp_path / "c"
+    make_corpus(corpus, n=4, speakers=("ann",))
+    meta = corpus / "metadata.csv"
+    meta.write_text("".join(f"{ln}|train\n" for ln in meta.read_text().splitlines()))
+    result = _cli("prepare", corpus, "--out", tmp_path / "s.zarr", "--layout", "id,text,speaker,language,split",
+                  "--quiet", "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    assert "split: ann" in result.stdout and "train 4, val 0" in result.stdout
+    assert "warning:" not in result.stderr, result.stderr
+
+
 # ---- real kills ------------------------------------------------------------------------
 
 

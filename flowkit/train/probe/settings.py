@@ -64,7 +64,11 @@ class ProbeSettings:
     does not touch training).
 
     Args:
-        every: steps between probes (also at step 0 and at the last step).
+        every: steps between probes (also at the last step, and at step 0 with ``at_start``).
+        at_start: also probe the untrained model at step 0, the start of the WER curve. It
+            costs about as much as a probe of a trained model (its babble is transcribed up
+            to the recogniser's token cap). The ground-truth ceiling is measured at step 0
+            either way.
         asr: the recogniser (``@asr.whisper()``, ``@asr.pocketsphinx()``); None =
             `flowkit.asr.choice.default_recognizer` (Whisper when installed, with one line
             when it falls back to pocketsphinx).
@@ -93,6 +97,7 @@ class ProbeSettings:
     """
 
     every: int = attrs.field(default=200, validator=_positive)
+    at_start: bool = True
     asr: Any = None
     speaker: Any = AUTO
     quality: Any = AUTO
