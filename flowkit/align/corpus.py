@@ -7,6 +7,7 @@ training did).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,10 +91,32 @@ def load_corpus(stores: Sequence[str | Path], vocab_for: Any, stats: dict[str, l
         mean = np.asarray(stats["mean"], dtype=np.float32)
         std = np.asarray(stats["std"], dtype=np.float32)
         latents = [(x - mean) / std for x in latents]
-        corpus = AlignCorpus([s.segment_id for s in segments], texts, tokens, latents, dataset.fingerprint())
+        corpus = AlignCorpus([s.segment_id for s in segments], texts, tokens, latents,
+                             content_fingerprint(stores, segments))
     finally:
         dataset.close()
     return corpus, vocab, stats
+
+
+def content_fingerprint(stores: Sequence[Path], segments: Sequence[Any]) -> str:
+    """sha256 of each store's prepare fingerprint and the segments read, in order.
+
+    A store's own fingerprint follows its active timings (`flowkit.data.store.timings`); the
+    aligner reads latents and text only, so a store it has written timings into is still the
+    data it trained on, and ``flowkit align train`` continues on it (e.g. with more steps).
+    """
+    from flowkit.data.store import StoreReader
+
+    h = hashlib.sha256()
+    for path in stores:
+        reader = StoreReader.open(path)
+        try:
+            h.update(str(reader.attrs.get("prepare_fingerprint", reader.attrs["fingerprint"])).encode() + b"\n")
+        finally:
+            reader.close()
+    for segment in segments:
+        h.update(f"{segment.store}\t{segment.segment_id}\n".encode())
+    return h.hexdigest()
 
 
 @attrs.frozen

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -124,6 +125,16 @@ def test_write_serves_learned_timings_and_keeps_the_old(aligned):
                                                           outcome.corpus.tokens[ids.index(sid)].words]
     finally:
         reader.close()
+
+
+def test_training_continues_on_a_store_it_has_written_timings_into(aligned, tmp_path):
+    store, run, _, _ = aligned
+    reader = StoreReader.open(store)
+    assert reader.timings == "learned"  # the store's fingerprint now follows the aligner's timings
+    reader.close()
+    shutil.copytree(run, tmp_path / "run")
+    last = train_aligner(["gin/align.gin"], TINY, data=[store], out=tmp_path / "run", steps=15, progress=False)
+    assert last.name == "step-00000015"
 
 
 def test_text_longer_than_the_audio_is_one_rejection(aligned):

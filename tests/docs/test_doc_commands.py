@@ -24,7 +24,7 @@ PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 
 NOT_RUN = {
     "make test": "it is the test suite itself (CI runs it through .ci/run)",
-    "make demo": "a full quickstart training; tests/docs/test_quickstart.py runs the same commands",
+    "make demo": "the full demo; tests/docs/test_demo.py runs its pipeline (tools/demo.sh) at a smoke test's size",
     "bash tools/setup.sh": "the suite already runs inside the environment it sets up",
 }
 #: multi-process launches need several GPUs or nodes as written; tests/distributed/ runs
