@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from conftest import TINY, make_store
+from align_data import TINY, make_store
 
 from flowkit.align.training import train_aligner
 from flowkit.data.store import StoreReader
