@@ -1,6 +1,9 @@
 """Rebuild the bundled demo data from the shared corpus: the clips and the store made from them.
 
-Deterministic: the same corpus gives the same clips, store bytes and fingerprint. Picks
+Deterministic on one machine and torch build: the same corpus gives the same clips, store bytes
+and fingerprint. Another CPU or build may round a few float16 latents the other way (9 of 1.7M
+values, one float16 step, rebuilt on an AMD EPYC against the committed store); the committed
+store is the one the README's quick-start figures come from. Picks
 30 clips per (speaker, language) pair - every other one of the 60 shortest, skipping the
 near-silent ``*_silence-N`` clips - so the demo holds all 4 speakers and 5 languages.
 
@@ -78,8 +81,8 @@ def pick_sentences(corpus: Path, n: int = 16) -> list[dict[str, str]]:
 
 def write_clips(clips: list[dict[str, str]], dest: Path) -> None:
     """Copy the picked recordings into ``dest/wavs`` with their ``metadata.csv``."""
-    if dest.exists():
-        shutil.rmtree(dest)
+    if (dest / "wavs").exists():
+        shutil.rmtree(dest / "wavs")  # the folder's other files (eval.lst) stay
     (dest / "wavs").mkdir(parents=True)
     for clip in clips:
         shutil.copyfile(clip["audio"], dest / "wavs" / Path(clip["audio"]).name)
@@ -106,6 +109,10 @@ Source: Debian packages asterisk-core-sounds-{{en,es,fr,it,ru}} and their -g722 
 (G.722 wideband, decoded to 16-bit PCM). Whoever redistributes these clips, or data derived
 from them, keeps the attribution above and the licence of each voice (the CC-BY-SA-3.0
 voices' recordings and derived data stay under CC-BY-SA-3.0).
+
+`eval.lst` is a three-line test list of these clips in the Seed-TTS / F5-TTS `meta.lst` format
+(`utt|prompt_text|prompt_wav|target_text|target_wav`) for `flowkit eval`: allison speaks one
+sentence as the prompt of another.
 """
 
 
