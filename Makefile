@@ -4,7 +4,7 @@
 setup:
 	bash tools/setup.sh
 
-# flowkit's first run, on the bundled recordings (about 10 minutes on 2 cores): a learned aligner
+# flowkit's first run, on the bundled recordings (under 10 minutes on 2 idle cores): a learned aligner
 # finds the timings of 16 recorded sentences, a small model learns to say them (gin/demo.gin),
 # and the report plays its samples with their Whisper WER. Run again: each step continues
 # where it stopped (after Ctrl-C) or finds its work done.
