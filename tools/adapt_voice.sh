@@ -25,7 +25,10 @@
 # each arm trains with the base's own config.gin plus gin/adapt_voice.gin.
 # Env: CORPUS, SPEAKER (allison), LANG_CODE (en), HELDOUT (20), STEPS (gin's 600), K (3),
 # LORA_LR (1e-3), FULL_LR (2e-4), LIMIT (test lines judged; default all), NFE (eval's default),
-# ARMS ("base full lora").
+# ARMS ("base full lora"), TIMINGS (learned: `flowkit align train` on the clips beside the base's
+# training stores, or ALIGN_DATA's, for ALIGN_STEPS (1500), then `align write`; energy:
+# aligner.energy's estimates alone, on which a 600-step full fine-tune of a speak_cpu.gin base
+# lost its words: held-out WER 0.19 -> 1.19).
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: [LANG_CODE=en] [SPEAKER=allison] [STEPS=N] tools/adapt_voice.sh BASE OUT" >&2
@@ -43,6 +46,8 @@ K="${K:-3}"
 LORA_LR="${LORA_LR:-1e-3}"
 FULL_LR="${FULL_LR:-2e-4}"
 ARMS="${ARMS:-base full lora}"
+TIMINGS="${TIMINGS:-learned}"
+ALIGN_STEPS="${ALIGN_STEPS:-1500}"
 if [ ! -f "$BASE/config.gin" ]; then
   echo "adapt_voice: $BASE is not a run directory (no config.gin); give a base run, e.g. tools/speak_cpu.sh's OUT/run" >&2
   exit 2
@@ -67,6 +72,23 @@ if [ ! -f "$OUT/data.zarr/zarr.json" ]; then
   timed prepare "$FLOWKIT" prepare "$OUT/data/train" --out "$OUT/data.zarr" --align energy --quiet
 else
   echo "prepare: $OUT/data.zarr exists"; took[prepare]=0
+fi
+
+stage "timings: $TIMINGS"
+if [ "$TIMINGS" = learned ] && [ ! -d "$OUT/data.zarr/timings/learned" ]; then
+  # minutes of speech are too little to learn an alignment from: the aligner learns on the
+  # target clips beside the base's own training stores (docs/alignment.md, "Minutes of speech")
+  align_data=()
+  for store in ${ALIGN_DATA:-$("$PY" -c 'import json, sys; print(" ".join(json.load(open(sys.argv[1])).get("stores", [])))' \
+                               "$BASE/run_info.json" 2>/dev/null)}; do
+    if [ -f "$store/zarr.json" ]; then align_data+=(--data "$store"); fi
+  done
+  if [ ${#align_data[@]} -eq 0 ]; then
+    echo "timings: no store of the base found; the aligner learns on the target clips alone"
+  fi
+  timed align "$FLOWKIT" align train gin/align.gin "${align_data[@]}" --data "$OUT/data.zarr" --out "$OUT/aligner" \
+    --steps "$ALIGN_STEPS"
+  timed align_write "$FLOWKIT" align write "$OUT/data.zarr" --run "$OUT/aligner"
 fi
 
 eval_args=(--testset "$OUT/data/heldout.lst" --language "$LANG_CODE")
