@@ -40,7 +40,6 @@ def test_demo_pipeline_runs_every_stage_and_reruns_as_done(tmp_path):
     records = [json.loads(line) for line in (out / "run" / "metrics.jsonl").read_text().splitlines()]
     probes = [r for r in records if r["kind"] == "probe"]
     assert [r["step"] for r in probes] == [6], "gin/demo.gin probes once, at the end"
-    assert 0.0 <= probes[0]["probe_wer"]
     report = (out / "run" / "report.md").read_text()
     assert f"latest {probes[0]['probe_wer']:.3f} (step 6)" in report
     assert (out / "run" / "report.html").is_file()
