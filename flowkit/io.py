@@ -206,7 +206,8 @@ def check_out_path(path: str | os.PathLike[str], *, label: str, folder: bool) ->
     target = Path(os.path.abspath(path))
     if target.exists():
         if folder and not target.is_dir():
-            raise ConfigError(f"{label}: {target} is a file, not a folder; give a folder (a new path, or an existing folder)")
+            raise ConfigError(f"{label}: {target} is a file, not a folder; "
+                              "give a folder (a new path, or an existing folder)")
         if not folder and target.is_dir():
             raise ConfigError(f"{label}: {target} is a folder; give a file name in it, e.g. {target / 'out.wav'}")
         return

@@ -39,5 +39,5 @@ def save_tiny_checkpoint(root: Path, texts: Sequence[str], *, languages: Sequenc
             "latent_dim": 80, "frame_rate": 100.0, "sample_rate": SR, "stores": []}
     if encoder is not None:
         meta["encoder"] = encoder
-    return save_checkpoint(Path(root) / "checkpoints", step, {"model": state, "ema": {"num_updates": 0, "shadow": state}},
-                           meta)
+    return save_checkpoint(Path(root) / "checkpoints", step,
+                           {"model": state, "ema": {"num_updates": 0, "shadow": state}}, meta)

@@ -149,8 +149,8 @@ def main(argv: list[str] | None = None) -> int:
     split = {"speaker": args.speaker, "language": args.language, "train": [r[0] for r in train],
              "heldout": sorted(held_ids), "train_minutes": round(seconds / 60, 2), "seed": args.seed}
     (args.out / "split.json").write_text(json.dumps(split, indent=1) + "\n", encoding="utf-8")
-    print(f"{args.speaker} {args.language}: {len(train)} training clips ({seconds / 60:.1f} min), {len(held)} held out; "
-          f"{len(lines)} test lines in {args.out / 'heldout.lst'}")
+    print(f"{args.speaker} {args.language}: {len(train)} training clips ({seconds / 60:.1f} min), "
+          f"{len(held)} held out; {len(lines)} test lines in {args.out / 'heldout.lst'}")
     return 0
 
 

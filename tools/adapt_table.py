@@ -42,7 +42,8 @@ def _size_and_params(out: Path, arm: str, base: Path) -> tuple[str, str]:
     size = (path / "state.pt").stat().st_size / 1e6
     record = meta.get("adapter") or meta.get("merged_adapter")  # an average of merged adapters: the adapter's
     if record:
-        trained = f"{record['trainable_parameters']:,} ({record['trainable_parameters'] / record['base_parameters']:.1%})"
+        trained = (f"{record['trainable_parameters']:,} "
+                   f"({record['trainable_parameters'] / record['base_parameters']:.1%})")
     else:
         import torch
 

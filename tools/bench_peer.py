@@ -74,7 +74,8 @@ def load_f5(src: Path) -> tuple[type, type]:
             fake.Style = None  # pypinyin: tokenisation only
             fake.lazy_pinyin = None
             sys.modules[name] = fake
-    for pkg, path in (("f5_tts", root), ("f5_tts.model", root / "model"), ("f5_tts.model.backbones", root / "model" / "backbones")):
+    for pkg, path in (("f5_tts", root), ("f5_tts.model", root / "model"),
+                      ("f5_tts.model.backbones", root / "model" / "backbones")):
         module = types.ModuleType(pkg)
         module.__path__ = [str(path)]
         sys.modules[pkg] = module
@@ -286,12 +287,13 @@ def roofline(model: torch.nn.Module, data: dict, text_path: str, median_s: float
     attn_flops, attn_s = attention_rate(b, n)
     rate = gemm_flops / gemm_s
     achieved = step_flops / median_s
-    print(f"roofline ({text_path}): step {step_flops / 1e9:.1f} GFLOP (block GEMMs {gemm_flops / step_flops:.0%} of it), "
+    print(f"roofline ({text_path}): step {step_flops / 1e9:.1f} GFLOP "
+          f"(block GEMMs {gemm_flops / step_flops:.0%} of it), "
           f"achieved {achieved / 1e9:.0f} GFLOP/s; machine GEMM rate at the step's shapes {rate / 1e9:.0f} GFLOP/s "
           f"({kernel}); share {achieved / rate:.0%} (target >= 80 %)")
     print(f"  time: block GEMMs at that rate {gemm_s * 1e3:.0f} ms of the {median_s * 1e3:.0f} ms step; the other "
-          f"{(median_s - gemm_s) * 1e3:.0f} ms: attention, convolutions, the input and text layers' products, element-wise "
-          f"work, copies, the loss, the optimizer, autograd")
+          f"{(median_s - gemm_s) * 1e3:.0f} ms: attention, convolutions, the input and text layers' products, "
+          f"element-wise work, copies, the loss, the optimizer, autograd")
     other_flops = step_flops - gemm_flops - attn_flops
     counted_s = gemm_s + attn_s + other_flops / rate
     at_target_s = step_flops / (0.8 * rate)

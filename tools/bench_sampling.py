@@ -233,8 +233,8 @@ def main() -> None:
         f5 = F5Sampler(args.f5_src, items)
         totals = [len(it["prompt"]) + it["target_frames"] for it in items]
         print(f"batch {batch}: items of {min(totals)}-{max(totals)} frames (prompt 40 %), {STEPS} Euler steps, "
-              f"sway {SWAY:g}, CFG {CFG:g}; dim {DIM}, depth {DEPTH}; torch {torch.__version__}, {args.threads} threads; "
-              f"F5-TTS integrator: {f5.integrator}", flush=True)
+              f"sway {SWAY:g}, CFG {CFG:g}; dim {DIM}, depth {DEPTH}; torch {torch.__version__}, "
+              f"{args.threads} threads; F5-TTS integrator: {f5.integrator}", flush=True)
         for text_path in args.paths:
             sides = {"F5-TTS": f5, "flowkit": FlowkitSampler(text_path, items)}
             print(f"  {text_path} sampling {sides['flowkit'].line}", flush=True)
@@ -245,7 +245,8 @@ def main() -> None:
             med = alternate(sides, args.pairs)
             line = ", ".join(f"{name} {m * 1e3:8.1f} ms" for name, m in med.items())
             print(f"  {text_path:9s} median call: {line}; load average {os.getloadavg()[0]:.1f}", flush=True)
-            print(f"  ratio flowkit/F5: {med['flowkit'] / med['F5-TTS']:.3f}  (batch {batch}, {text_path}; target <= 0.80)")
+            print(f"  ratio flowkit/F5: {med['flowkit'] / med['F5-TTS']:.3f}  "
+                  f"(batch {batch}, {text_path}; target <= 0.80)")
             if args.reference:
                 print(f"  ratio flowkit/reference: {med['flowkit'] / med['flowkit reference']:.3f}")
             if args.training_kernels:

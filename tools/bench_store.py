@@ -196,7 +196,8 @@ _SHARD_CHILD = """
 import json, sys
 from pathlib import Path
 from flowkit.data.prepare import prepare_store
-s = prepare_store([Path(sys.argv[1])], Path(sys.argv[2]), workers=1, progress=False, shard=(int(sys.argv[3]), int(sys.argv[4])))
+s = prepare_store([Path(sys.argv[1])], Path(sys.argv[2]), workers=1, progress=False, \
+shard=(int(sys.argv[3]), int(sys.argv[4])))
 print(json.dumps({"decoded": s.decoded_seconds, "wall": s.wall_seconds, "accepted": s.accepted}))
 """
 

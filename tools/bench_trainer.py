@@ -26,8 +26,8 @@ build threads (the machine's default) when that is more than one.
 With ``--short-run STORE`` it instead times ``flowkit train CONFIG --data STORE --steps 2``
 in this process and prints where the time went: the memory check, the evaluation passes
 (their count and seconds), the training steps, the saves.
-It first keeps freed memory in the process, as ``flowkit train`` does. Say the machine's load (``uptime``) with the figures: on a busy machine a
-build waits for a core.
+It first keeps freed memory in the process, as ``flowkit train`` does. Say the machine's
+load (``uptime``) with the figures: on a busy machine a build waits for a core.
 """
 
 from __future__ import annotations
@@ -93,7 +93,8 @@ def corpus_figures(store: Path, steps: int, bindings: list[str]) -> None:
             rows4k += PackLayout.plan(cond.layout.lengths, 4096).num_frames
         print(f"{gin}: budget {sampler.frame_budget}, max items {sampler.max_items}; padded batch "
               f"{100 * (1 - real / padded):.1f} % padding; rows of 4096 frames {100 * (1 - real / rows4k):.2f} %")
-        print(f"padding share: {100 * (1 - real / packed):.2f} %  ({gin}, row_frames={sampler.row_frames}; target < 2 %)")
+        print(f"padding share: {100 * (1 - real / packed):.2f} %  "
+              f"({gin}, row_frames={sampler.row_frames}; target < 2 %)")
         times, plan_times = [], []
         for _ in range(max(40, len(stream.plan(0).batches))):  # the build alone, on this thread
             started = time.perf_counter()
@@ -190,7 +191,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30, help="steps of each loop (a fifth are warm-up; default 30)")
     parser.add_argument("--preset", default="small", help="model.dit.preset of both loops (default small)")
     parser.add_argument("--corpus", type=Path, help="a prepared store of the shared corpus (see the docstring)")
-    parser.add_argument("--stall-steps", type=int, default=200, help="simulated 10 ms steps of the data stall (--corpus)")
+    parser.add_argument("--stall-steps", type=int, default=200,
+                        help="simulated 10 ms steps of the data stall (--corpus)")
     parser.add_argument("-b", "--binding", action="append", default=[],
                         help='gin binding for the --corpus figures, e.g. -b "Trainer.prefetch_steps = 4"')
     parser.add_argument("--short-run", type=Path, metavar="STORE",
@@ -281,7 +283,8 @@ def main() -> None:
     skip = max(1, args.steps // 5)  # warm-up steps
     trainer_med = statistics.median(trainer_times[skip:])
     bare_med = statistics.median(bare_times[skip:])
-    print(f"model preset {args.preset}, batch {tuple(batch.x1.shape)}, {args.steps} steps, torch threads {torch.get_num_threads()}")
+    print(f"model preset {args.preset}, batch {tuple(batch.x1.shape)}, {args.steps} steps, "
+          f"torch threads {torch.get_num_threads()}")
     print(f"bare loop step   median {bare_med * 1e3:8.2f} ms")
     print(f"trainer step     median {trainer_med * 1e3:8.2f} ms")
     print(f"ratio trainer/bare: {trainer_med / bare_med:.3f}  (target <= 1.02)")

@@ -133,7 +133,8 @@ def main() -> None:
             print(f"threads={threads} {name:<15} {m * 1e3:8.1f} ms per clip  {audio_s / m:7.1f}x real time{note}")
         if ref is not None:
             for b in args.batch:
-                print(f"threads={threads} ratio flowkit/reference: {med[f'vocos b={b}'] / med[f'reference b={b}']:.3f} (batch {b})")
+                print(f"threads={threads} ratio flowkit/reference: "
+                      f"{med[f'vocos b={b}'] / med[f'reference b={b}']:.3f} (batch {b})")
 
 
 if __name__ == "__main__":

@@ -163,7 +163,8 @@ def main() -> None:
     clip_bytes = sum(p.stat().st_size for p in CLIPS.rglob("*") if p.is_file())
     print(f"demo clips: {len(clips)} recordings, {clip_bytes / 1e6:.1f} MB -> {CLIPS.relative_to(REPO)}")
     sentence_bytes = sum(p.stat().st_size for p in SENTENCES.rglob("*") if p.is_file())
-    print(f"demo sentences: {len(sentences)} recordings, {sentence_bytes / 1e6:.1f} MB -> {SENTENCES.relative_to(REPO)}")
+    print(f"demo sentences: {len(sentences)} recordings, {sentence_bytes / 1e6:.1f} MB -> "
+          f"{SENTENCES.relative_to(REPO)}")
 
 
 if __name__ == "__main__":

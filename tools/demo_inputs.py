@@ -32,7 +32,8 @@ def read_clips(root: Path, limit: int | None) -> list[dict]:
         if not line.strip():
             continue
         sid, text, speaker, language = (line.split("|") + ["", "", ""])[:4]
-        audio = next((root / "wavs" / f"{sid}{s}" for s in (".flac", ".wav", ".ogg") if (root / "wavs" / f"{sid}{s}").is_file()), None)
+        audio = next((root / "wavs" / f"{sid}{s}" for s in (".flac", ".wav", ".ogg")
+                      if (root / "wavs" / f"{sid}{s}").is_file()), None)
         if audio is not None:
             rows.append({"id": sid, "text": text, "speaker": speaker, "language": language, "audio": audio.resolve()})
     return rows[:limit] if limit else rows
@@ -99,7 +100,8 @@ def main() -> None:
     rows = read_clips(args.clips or default_clips(), args.limit)
     if not rows:
         sys.exit("no clips found")
-    {"libritts": write_libritts, "lhotse": write_lhotse, "hf": write_hf, "parquet": write_parquet}[args.kind](rows, args.out)
+    {"libritts": write_libritts, "lhotse": write_lhotse, "hf": write_hf,
+     "parquet": write_parquet}[args.kind](rows, args.out)
     print(f"{args.kind}: {len(rows)} clips in {args.out}")
 
 

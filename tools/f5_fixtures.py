@@ -7,7 +7,8 @@ a checkout of F5-TTS's source; never in CI, never from the package::
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src mel
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src dit
     /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src tokenizer
-    /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src check-export --export DIR/model.safetensors
+    /work/sideenv/bin/python tools/f5_fixtures.py --f5-src /work/ext/F5-TTS/src check-export \
+        --export DIR/model.safetensors
 
 (``check-export`` takes the file that ``tests/interop/test_f5_import_export.py`` builds:
 a seeded F5 checkpoint imported and exported again by flowkit.)
@@ -136,7 +137,8 @@ def write_dit() -> None:
         checksum = float(sum(float(np.abs(v).sum()) for v in state.values()))
         meta = {"f5_commit": F5_COMMIT, "config": config, "dit_kwargs": kwargs, "text_num_embeds": vocab,
                 "seed": seed, "shapes": shapes, "weights_abs_sum": checksum,
-                "f5_call": "f5_tts.model.backbones.dit.DiT(...).eval()(x, cond, text, time, mask, drop_audio_cond, drop_text)"}
+                "f5_call": "f5_tts.model.backbones.dit.DiT(...).eval()"
+                           "(x, cond, text, time, mask, drop_audio_cond, drop_text)"}
         target = OUT / f"dit_{name}.npz"
         np.savez_compressed(target, meta=np.array(json.dumps(meta)), **arrays)
         print(f"wrote {target} ({target.stat().st_size} bytes)")
@@ -196,7 +198,8 @@ def check_export(path: Path) -> None:
         raise RuntimeError("stub: not used by load_checkpoint")
 
     _stub_modules({
-        "matplotlib": {"use": lambda *a, **k: None}, "matplotlib.pylab": {}, "pydub": {"AudioSegment": unused, "silence": None},
+        "matplotlib": {"use": lambda *a, **k: None}, "matplotlib.pylab": {},
+        "pydub": {"AudioSegment": unused, "silence": None},
         "transformers": {"pipeline": unused}, "vocos": {"Vocos": unused}, "torchdiffeq": {"odeint": unused},
     })
     sys.modules["matplotlib"].pylab = sys.modules["matplotlib.pylab"]

@@ -130,7 +130,8 @@ def kill_and_resume(device: str, tmp: Path) -> bool:
                 "--steps", "20", "--device", device]
 
     subprocess.run(argv(tmp / "ref"), check=True, env=env, capture_output=True, cwd=REPO)
-    proc = subprocess.Popen(argv(tmp / "killed"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    proc = subprocess.Popen(argv(tmp / "killed"), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            cwd=REPO)
     marker = tmp / "killed" / "checkpoints" / "step-00000010" / "COMPLETE"
     deadline = time.monotonic() + 240
     while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -165,7 +166,8 @@ def main() -> None:
     modes = [False] if args.no_compile else [False, True]
     for compiled in modes:
         r = throughput(preset, budget, device, args.steps, compiled)
-        print(f"{'compiled' if compiled else 'eager':8s}: {r['items']} items / {r['frames']} frames, step {r['step_ms']:.1f} ms, "
+        print(f"{'compiled' if compiled else 'eager':8s}: {r['items']} items / {r['frames']} frames, "
+              f"step {r['step_ms']:.1f} ms, "
               f"frames/s {r['frames_per_s']:.0f}, TFLOPS {r['tflops']:.3f}, MFU {r['mfu']:.3f}, "
               f"peak memory {r['peak_mem_gb']:.2f} GB (estimate {r['estimate_gb']:.2f} GB)")
     with tempfile.TemporaryDirectory() as tmp:

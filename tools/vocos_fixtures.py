@@ -189,7 +189,8 @@ def main() -> None:
                                f"torch {torch.__version__}"),
         )
         peak = max(float(np.abs(o).max()) for o in outputs)
-        print(f"{name}: {len(shapes)} tensors, lengths {lengths}, audio peak {peak:.3f} -> {args.out / f'vocos_{name}.npz'}")
+        print(f"{name}: {len(shapes)} tensors, lengths {lengths}, audio peak {peak:.3f} -> "
+              f"{args.out / f'vocos_{name}.npz'}")
 
 
 if __name__ == "__main__":

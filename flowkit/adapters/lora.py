@@ -148,7 +148,8 @@ class LoRA:
             raise ConfigError(f"adapter.lora.dropout = {self.dropout!r} must be in [0, 1)")
         unknown = [t for t in self.targets if t not in TARGETS]
         if unknown or not self.targets:
-            raise ConfigError(f"adapter.lora.targets = {self.targets!r}; use a tuple of {', '.join(map(repr, TARGETS))}")
+            raise ConfigError(f"adapter.lora.targets = {self.targets!r}; "
+                              f"use a tuple of {', '.join(map(repr, TARGETS))}")
 
     @property
     def scaling(self) -> float:
@@ -197,7 +198,8 @@ class LoRA:
             owner = model.get_submodule(parent)
             table = getattr(owner, attr).weight
             if table.shape[0] != new_rows[1]:
-                raise CheckpointError(f"the text embedding has {table.shape[0]} rows, the grown vocabulary {new_rows[1]}")
+                raise CheckpointError(f"the text embedding has {table.shape[0]} rows, "
+                                      f"the grown vocabulary {new_rows[1]}")
             setattr(owner, attr, GrownEmbedding(table, new_rows[0]))
         model.__class__ = _adapted_class(type(model))
         trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -162,7 +162,8 @@ def align_corpus(model: torch.nn.Module, corpus: AlignCorpus, vocab: Any, frame_
 
 def refusal(durations: np.ndarray, is_pause: np.ndarray, frame_rate: float, settings: Settings = Settings()) -> str:
     """Why a path of frames per token ``durations [nt]`` (``is_pause`` bool ``[nt]``;
-    ``frame_rate`` in frames per second) is no honest alignment: ``"align_stretched"``, ``"align_squeezed"`` or ``""`` (see the module docstring)."""
+    ``frame_rate`` in frames per second) is no honest alignment: ``"align_stretched"``,
+    ``"align_squeezed"`` or ``""`` (see the module docstring)."""
     words = durations[~is_pause]
     if (float(words.max(initial=0)) / frame_rate > settings.max_token_s
             or float(durations[is_pause].max(initial=0)) / frame_rate > settings.max_pause_s):
@@ -234,12 +235,14 @@ def align_store(store: Path, run: Path, *, name: str = "learned", settings: Sett
         if result is not None and result.reason:
             refused[result.reason] = refused.get(result.reason, 0) + 1
             lines.append(json.dumps({"segment_id": sid, "reason": result.reason, "stage": f"align write {name}",
-                                     "confidence": None if np.isnan(result.confidence) else round(result.confidence, 4)}))
+                                     "confidence": (None if np.isnan(result.confidence)
+                                                    else round(result.confidence, 4))}))
     rejections = Path(store) / REJECTIONS_FILE
     kept = [line for line in (rejections.read_text(encoding="utf-8").splitlines() if rejections.exists() else [])
             if f'"stage": "align write {name}"' not in line]
     atomic_write_text(rejections, "".join(line + "\n" for line in [*kept, *lines]))
-    write_version(Path(store), name, timings, ["", source_name], info, version_fingerprint(prepare_fp, timings.arrays()))
+    write_version(Path(store), name, timings, ["", source_name], info,
+                  version_fingerprint(prepare_fp, timings.arrays()))
     aligned = sum(1 for u in per_segment if u)
     return AlignOutcome(name, aligned, refused, results, corpus, vocab, checkpoint)
 

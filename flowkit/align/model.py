@@ -54,7 +54,8 @@ class AlignerNet(nn.Module):
         self.text = ConvStack(channels, text_layers, kernel)
         self.keys = nn.Linear(channels, attn_dim)
         self.frames_in = nn.Conv1d(latent_dim, channels, kernel, padding=kernel // 2)
-        self.frames = nn.Sequential(*[m for _ in range(frame_layers) for m in (nn.Linear(channels, channels), nn.ReLU())])
+        self.frames = nn.Sequential(*[m for _ in range(frame_layers)
+                                      for m in (nn.Linear(channels, channels), nn.ReLU())])
         self.queries = nn.Linear(channels, attn_dim)
 
     def forward(self, tokens: torch.Tensor, token_mask: torch.Tensor, latents: torch.Tensor,

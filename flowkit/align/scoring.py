@@ -18,7 +18,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-__all__ = ["BoundaryError", "phone_boundary_errors", "store_timings", "textgrid_phones", "textgrid_timings", "word_boundary_errors"]
+__all__ = ["BoundaryError", "phone_boundary_errors", "store_timings", "textgrid_phones", "textgrid_timings",
+           "word_boundary_errors"]
 
 Units = Sequence[tuple[int, int, int, int]]
 
@@ -127,7 +128,8 @@ def store_timings(store: str | os.PathLike[str]) -> dict[str, dict[str, Units]]:
     group = zarr.open_group(str(path), mode="r", zarr_format=3)
     offsets = np.asarray(group["unit_offsets"][: n + 1])
     root = Timings(np.asarray(group["units"][: int(offsets[-1])]), offsets,
-                   np.asarray(group["has_units"][:n]).astype(bool), np.asarray(group["units_estimated"][:n]).astype(bool),
+                   np.asarray(group["has_units"][:n]).astype(bool),
+                   np.asarray(group["units_estimated"][:n]).astype(bool),
                    np.zeros(n, dtype=np.int16))
     out: dict[str, dict[str, Units]] = {}
     forced = {sid: u for sid, u, est in _units_of(root, ids) if not est}

@@ -60,7 +60,8 @@ def _stores(value: Any) -> tuple[str, ...]:
 def _at_least(least: float) -> Any:
     def check(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         if value is not None and value < least:
-            raise ConfigError(f"AlignRun.{attribute.name} = {value!r} must be >= {least}; fix it in the gin file or -b binding")
+            raise ConfigError(f"AlignRun.{attribute.name} = {value!r} must be >= {least}; "
+                              "fix it in the gin file or -b binding")
     return check
 
 

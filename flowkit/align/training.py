@@ -161,7 +161,8 @@ def _train(workspace: Workspace, parsed: Any, settings: AlignRun, progress: bool
         corpus, vocab, stats = load_corpus(settings.data, vocab_from_state_dict(ckpt.meta["vocab"]),
                                            ckpt.meta["stats"], progress=progress)
         if corpus.fingerprint != ckpt.meta["fingerprint"]:
-            raise ResumeError(f"{workspace.root} was trained on other data (fingerprint {ckpt.meta['fingerprint'][:12]}, "
+            raise ResumeError(f"{workspace.root} was trained on other data "
+                              f"(fingerprint {ckpt.meta['fingerprint'][:12]}, "
                               f"now {corpus.fingerprint[:12]}); give a new --out to align this data")
     usable = corpus.alignable()
     if len(usable) == 0:

@@ -86,7 +86,8 @@ def score_table(store: Path, reference: Path | None, outcome: object | None) -> 
         table.add_column(col, justify="left" if col == "timings" else "right")
     for name, units in found.items():
         e = word_boundary_errors(ref, units)
-        table.add_row(f"{name}: words", str(e.segments), str(e.count), f"{e.mean:.2f}", f"{e.median:.1f}", f"{e.p90:.1f}")
+        table.add_row(f"{name}: words", str(e.segments), str(e.count), f"{e.mean:.2f}", f"{e.median:.1f}",
+                      f"{e.p90:.1f}")
     if reference is not None and outcome is not None:
         from flowkit.align.apply import phone_timings
 
@@ -101,7 +102,8 @@ def score_table(store: Path, reference: Path | None, outcome: object | None) -> 
 def score(
     store: Annotated[Path, typer.Argument(help="A latent store with more than one timings version.")],
     reference: Annotated[Path | None, typer.Option(
-        "--reference", help="A folder of reference TextGrids; default: the store's forced-aligned prepare timings.")] = None,
+        "--reference",
+        help="A folder of reference TextGrids; default: the store's forced-aligned prepare timings.")] = None,
 ) -> None:
     """Boundary error of each of STORE's timings versions against the reference, in frames."""
     score_table(store, reference, None)

@@ -15,7 +15,8 @@ def average(
         help="A run directory (with --last or --best), or two or more checkpoint directories (with --out).")],
     last: Annotated[int | None, typer.Option("--last", help="Average the run's K newest checkpoints.")] = None,
     best: Annotated[int | None, typer.Option(
-        "--best", help="Average the run's K kept checkpoints with the lowest EMA validation loss (metrics.jsonl).")] = None,
+        "--best",
+        help="Average the run's K kept checkpoints with the lowest EMA validation loss (metrics.jsonl).")] = None,
     out: Annotated[Path | None, typer.Option(
         "--out", help="The folder for the averaged checkpoint; default RUN/averaged/last<K> or best<K>.")] = None,
 ) -> None:

@@ -11,11 +11,20 @@ import typer
 
 
 def curate(
-    sources: Annotated[list[Path], typer.Argument(help="What prepare reads: folders with metadata.csv + wavs/, .jsonl/.csv manifests, LibriTTS, Lhotse or Hugging Face data.")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="Curation folder: measures.jsonl, decisions.jsonl/.csv, keep.lst, curation.json, curation.html. Run again to continue.")],
-    config: Annotated[list[Path] | None, typer.Option("--config", "-c", help="gin files (default: gin/curate.gin's settings, the defaults of every criterion).")] = None,
-    binding: Annotated[list[str] | None, typer.Option("--binding", "-b", help='gin binding, e.g. -b "criterion.transcript_cer.floor = 0.4" or -b "Curation.workers = 2".')] = None,
-    input_format: Annotated[str, typer.Option("--format", help="Input kind: auto, ljspeech, manifest, libritts, lhotse, hf.")] = "auto",
+    sources: Annotated[list[Path], typer.Argument(
+        help="What prepare reads: folders with metadata.csv + wavs/, .jsonl/.csv manifests, LibriTTS, Lhotse or "
+             "Hugging Face data.")],
+    out: Annotated[Path, typer.Option(
+        "--out", "-o", help="Curation folder: measures.jsonl, decisions.jsonl/.csv, keep.lst, curation.json, "
+                            "curation.html. Run again to continue.")],
+    config: Annotated[list[Path] | None, typer.Option(
+        "--config", "-c",
+        help="gin files (default: gin/curate.gin's settings, the defaults of every criterion).")] = None,
+    binding: Annotated[list[str] | None, typer.Option(
+        "--binding", "-b",
+        help='gin binding, e.g. -b "criterion.transcript_cer.floor = 0.4" or -b "Curation.workers = 2".')] = None,
+    input_format: Annotated[str, typer.Option(
+        "--format", help="Input kind: auto, ljspeech, manifest, libritts, lhotse, hf.")] = "auto",
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
 ) -> None:
     """Judge every clip (Whisper CER, DNSMOS, speaking rate, speaker distance, clipping,

@@ -49,7 +49,8 @@ def print_summary(stores: list[Path], as_json: bool = False) -> None:
 
 
 def data(
-    stores: Annotated[list[Path], typer.Argument(help="Stores made by `flowkit prepare`, or folders of --shard stores.")],
+    stores: Annotated[list[Path], typer.Argument(
+        help="Stores made by `flowkit prepare`, or folders of --shard stores.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the counts as JSON.")] = False,
 ) -> None:
     """Per speaker and language: segments, hours, split, rate and loudness buckets; rejections by reason."""

@@ -11,29 +11,49 @@ import typer
 
 
 def evaluate(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, or a run directory (its best, else newest).")],
-    testset: Annotated[Path, typer.Option("--testset", help="A meta.lst (utt|prompt_text|prompt_wav|target_text[|target_wav]) or a .jsonl/.csv manifest.")],
+    checkpoint: Annotated[Path, typer.Argument(
+        help="A checkpoint directory, or a run directory (its best, else newest).")],
+    testset: Annotated[Path, typer.Option(
+        "--testset",
+        help="A meta.lst (utt|prompt_text|prompt_wav|target_text[|target_wav]) or a .jsonl/.csv manifest.")],
     out: Annotated[
-        Path | None, typer.Option("--out", help="Eval folder. Default for a run: RUN/evals/<testset>-step<N>/. Run again to continue.")
+        Path | None,
+        typer.Option("--out", help="Eval folder. Default for a run: RUN/evals/<testset>-step<N>/. "
+                     "Run again to continue."),
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Noise seed (each utterance's noise comes from (seed, utt)).")] = 0,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Evaluate with K noise seeds (--seed .. --seed+K-1), one folder each under --out, and print each figure's mean and 95 % interval (bootstrap over utterances and seeds) into OUT/seeds.json.")] = 1,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Noise seed (each utterance's noise comes from (seed, utt)).")
+    ] = 0,
+    seeds: Annotated[int, typer.Option(
+        "--seeds", min=1,
+        help="Evaluate with K noise seeds (--seed .. --seed+K-1), one folder each under --out, and print each "
+             "figure's mean and 95 % interval (bootstrap over utterances and seeds) into OUT/seeds.json.")] = 1,
     nfe: Annotated[int, typer.Option("--nfe", min=1, help="ODE solver steps (F5-TTS: 32).")] = 32,
     cfg: Annotated[float, typer.Option("--cfg", min=0.0, help="Classifier-free guidance strength (0 = off).")] = 2.0,
     limit: Annotated[int | None, typer.Option("--limit", min=1, help="Only the first N accepted lines.")] = None,
     batch: Annotated[int, typer.Option("--batch", min=1, help="Utterances per sampling call (padded, masked).")] = 1,
     asr: Annotated[
-        str | None, typer.Option("--asr", help="Recogniser: whisper, pocketsphinx or a plugin's; default: Whisper where installed, else pocketsphinx.")
+        str | None,
+        typer.Option("--asr", help="Recogniser: whisper, pocketsphinx or a plugin's; default: Whisper where installed, "
+                     "else pocketsphinx."),
     ] = None,
-    language: Annotated[str, typer.Option("--language", help="Language of the list's lines (default: the model's only one, else en).")] = "",
-    no_ceilings: Annotated[bool, typer.Option("--no-ceilings", help="Do not judge the target recordings (raw and vocoded).")] = False,
+    language: Annotated[
+        str, typer.Option("--language", help="Language of the list's lines (default: the model's only one, else en).")
+    ] = "",
+    no_ceilings: Annotated[
+        bool, typer.Option("--no-ceilings", help="Do not judge the target recordings (raw and vocoded).")
+    ] = False,
     samples: Annotated[int, typer.Option("--samples", min=0, help="Utterances with audio players in eval.html.")] = 20,
     raw: Annotated[bool, typer.Option("--raw", help="Use the raw weights instead of the EMA weights.")] = False,
     vocoder: Annotated[
-        str | None, typer.Option("--vocoder", help="griffin_lim, vocos, or a plugin's; default: the run's Trainer.vocoder, else griffin_lim.")
+        str | None,
+        typer.Option("--vocoder", help="griffin_lim, vocos, or a plugin's; default: the run's Trainer.vocoder, "
+                     "else griffin_lim."),
     ] = None,
     vocoder_path: Annotated[
-        Path | None, typer.Option("--vocoder-path", help="Directory of the vocoder's files (vocos); alone, it means --vocoder vocos.")
+        Path | None,
+        typer.Option("--vocoder-path",
+                     help="Directory of the vocoder's files (vocos); alone, it means --vocoder vocos."),
     ] = None,
 ) -> None:
     """Synthesise a test list and judge it: WER, CER, SIM, DNSMOS, duration ratio, with ceilings.

@@ -10,13 +10,15 @@ import typer
 
 
 def import_f5(
-    checkpoint: Annotated[Path, typer.Argument(help="F5-TTS's model_*.safetensors (released) or model_*.pt (its trainer's).")],
+    checkpoint: Annotated[Path, typer.Argument(
+        help="F5-TTS's model_*.safetensors (released) or model_*.pt (its trainer's).")],
     out: Annotated[Path, typer.Option("--out", help="The run directory to write (new or empty).")],
     vocab: Annotated[
         Path | None, typer.Option("--vocab", help="F5-TTS's vocab.txt; default: vocab.txt beside the checkpoint.")
     ] = None,
     config: Annotated[
-        str, typer.Option("--config", help="F5TTS_v1_Base, F5TTS_Base, or auto (export-f5's flowkit_export.json beside the file, else the file name).")
+        str, typer.Option("--config", help="F5TTS_v1_Base, F5TTS_Base, or auto (export-f5's flowkit_export.json "
+                          "beside the file, else the file name).")
     ] = "auto",
 ) -> None:
     """Import an F5-TTS checkpoint as a flowkit run (for init-from, synthesize, report)."""
@@ -35,8 +37,10 @@ def import_f5(
 
 
 def export_f5(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, or a run directory (its best, else newest).")],
-    out: Annotated[Path, typer.Option("--out", help="A new (or empty) folder for model.safetensors, vocab.txt and flowkit_export.json.")],
+    checkpoint: Annotated[Path, typer.Argument(
+        help="A checkpoint directory, or a run directory (its best, else newest).")],
+    out: Annotated[Path, typer.Option(
+        "--out", help="A new (or empty) folder for model.safetensors, vocab.txt and flowkit_export.json.")],
 ) -> None:
     """Export an F5-architecture model to F5-TTS's released layout (EMA weights + vocab.txt)."""
     from flowkit.console import console

@@ -32,7 +32,8 @@ def print_table(comps: Sequence[Component], kind: str | None, declared: Sequence
         out.append(f"{e.gin_name}  ({e.distribution})")
         out.append("    (declared in its metadata; not imported)")
     out.append("")
-    out.append(f"{len(comps) + len(declared)} components; use one in gin as @<kind>.<name>(), e.g. @schedule.cosine_vpred()")
+    out.append(f"{len(comps) + len(declared)} components; use one in gin as @<kind>.<name>(), "
+               "e.g. @schedule.cosine_vpred()")
     console.print("\n".join(out), markup=False, highlight=False, soft_wrap=True)
 
 

@@ -12,21 +12,39 @@ import typer
 
 
 def prepare(
-    inputs: Annotated[list[Path] | None, typer.Argument(help="Folders with metadata.csv + wavs/, .jsonl/.csv manifests, LibriTTS folders, Lhotse manifests, Hugging Face save_to_disk folders or parquet files.")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="The store to write, e.g. data/corpus.zarr (with --shard: the folder of shard stores).")] = None,
+    inputs: Annotated[list[Path] | None, typer.Argument(
+        help="Folders with metadata.csv + wavs/, .jsonl/.csv manifests, LibriTTS folders, Lhotse manifests, "
+             "Hugging Face save_to_disk folders or parquet files.")] = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", "-o",
+        help="The store to write, e.g. data/corpus.zarr (with --shard: the folder of shard stores).")] = None,
     encoder: Annotated[str, typer.Option(help="Encoder plugin (see `flowkit plugins encoder`).")] = "log_mel",
-    binding: Annotated[list[str] | None, typer.Option("--binding", "-b", help='gin binding, e.g. -b "prepare.max_seconds = 12" or -b "encoder.log_mel.n_mels = 100".')] = None,
+    binding: Annotated[list[str] | None, typer.Option(
+        "--binding", "-b",
+        help='gin binding, e.g. -b "prepare.max_seconds = 12" or -b "encoder.log_mel.n_mels = 100".')] = None,
     workers: Annotated[int, typer.Option(help="Worker processes that decode and encode (the parent writes).")] = 2,
     append: Annotated[bool, typer.Option("--append", help="Add the inputs' segments to an existing store.")] = False,
-    textgrids: Annotated[Path | None, typer.Option(help="Folder of Montreal Forced Aligner TextGrids (<id>.TextGrid or <speaker>/<id>.TextGrid).")] = None,
-    align: Annotated[str | None, typer.Option(help="Aligner plugin that estimates word timings where no TextGrid exists, e.g. 'energy'.")] = None,
-    layout: Annotated[str | None, typer.Option(help="metadata.csv columns, e.g. id,text,speaker,language (default: auto).")] = None,
-    input_format: Annotated[str, typer.Option("--format", help="Input kind: auto, ljspeech, manifest, libritts, lhotse, hf (default: by what each input is).")] = "auto",
-    shard: Annotated[str | None, typer.Option(help="Write only part INDEX of COUNT (INDEX from 0) as OUT/shard-INDEX-of-COUNT.zarr, e.g. --shard 0/4.")] = None,
-    summary: Annotated[bool, typer.Option("--summary", help="Then print the data summary of the store (as `flowkit data`).")] = False,
+    textgrids: Annotated[Path | None, typer.Option(
+        help="Folder of Montreal Forced Aligner TextGrids (<id>.TextGrid or <speaker>/<id>.TextGrid).")] = None,
+    align: Annotated[str | None, typer.Option(
+        help="Aligner plugin that estimates word timings where no TextGrid exists, e.g. 'energy'.")] = None,
+    layout: Annotated[str | None, typer.Option(
+        help="metadata.csv columns, e.g. id,text,speaker,language (default: auto).")] = None,
+    input_format: Annotated[str, typer.Option(
+        "--format",
+        help="Input kind: auto, ljspeech, manifest, libritts, lhotse, hf (default: by what each input is).")] = "auto",
+    shard: Annotated[str | None, typer.Option(
+        help="Write only part INDEX of COUNT (INDEX from 0) as OUT/shard-INDEX-of-COUNT.zarr, "
+             "e.g. --shard 0/4.")] = None,
+    summary: Annotated[bool, typer.Option(
+        "--summary", help="Then print the data summary of the store (as `flowkit data`).")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress bar.")] = False,
-    keep: Annotated[Path | None, typer.Option("--keep", help="Only these segment ids (one a line, e.g. flowkit curate's OUT/keep.lst); the others are rejected as curated_out.")] = None,
-    verify: Annotated[Path | None, typer.Option("--verify", help="Check an existing store against the checksums prepare recorded (every latent chunk and metadata array); writes nothing.")] = None,
+    keep: Annotated[Path | None, typer.Option(
+        "--keep", help="Only these segment ids (one a line, e.g. flowkit curate's OUT/keep.lst); the others are "
+                       "rejected as curated_out.")] = None,
+    verify: Annotated[Path | None, typer.Option(
+        "--verify", help="Check an existing store against the checksums prepare recorded (every latent chunk and "
+                         "metadata array); writes nothing.")] = None,
 ) -> None:
     """Decode, check and encode audio into a latent store; print what was accepted and rejected."""
     import attrs
@@ -90,7 +108,8 @@ def _verify(path: Path) -> None:
     finally:
         reader.close()
     if chunks:
-        what = f"{chunks} latent chunks and {len(reader.attrs['checksums']['arrays'])} metadata arrays match their checksums"
+        what = (f"{chunks} latent chunks and {len(reader.attrs['checksums']['arrays'])} metadata arrays "
+                "match their checksums")
     else:
         what = "no checksums recorded (prepared by an older flowkit); the recomputed fingerprint matches"
     console.print(f"{path}: ok, {reader.n_segments} segments; {what}", highlight=False, soft_wrap=True)

@@ -21,22 +21,28 @@ def _is_aligner_run(run: Path) -> bool:
 
 
 def report(
-    run_dirs: Annotated[list[Path], typer.Argument(help="One run directory, or several to compare side by side; a sweep directory (flowkit sweep --out) compares its points.")],
+    run_dirs: Annotated[list[Path], typer.Argument(
+        help="One run directory, or several to compare side by side; a sweep directory (flowkit sweep --out) "
+             "compares its points.")],
     samples: Annotated[
         int, typer.Option("--samples", min=0, help="Validation items to synthesise per run (best EMA checkpoint).")
     ] = 0,
     out: Annotated[
         Path | None,
-        typer.Option("--out", help="Output folder. Default: the run directory (one run), ./report-<timestamp> (several)."),
+        typer.Option("--out",
+                     help="Output folder. Default: the run directory (one run), ./report-<timestamp> (several)."),
     ] = None,
     vocoder: Annotated[
-        str | None, typer.Option("--vocoder", help="Vocoder of the samples (griffin_lim, vocos, ...); default: the run's Trainer.vocoder, else griffin_lim.")
+        str | None, typer.Option("--vocoder", help="Vocoder of the samples (griffin_lim, vocos, ...); default: the "
+                                 "run's Trainer.vocoder, else griffin_lim.")
     ] = None,
     vocoder_path: Annotated[
-        Path | None, typer.Option("--vocoder-path", help="Directory of the vocoder's files (vocos: config.yaml + pytorch_model.bin).")
+        Path | None, typer.Option("--vocoder-path",
+                                  help="Directory of the vocoder's files (vocos: config.yaml + pytorch_model.bin).")
     ] = None,
     objective: Annotated[
-        str | None, typer.Option("--objective", help="What names the best run of a comparison: val_loss_ema or probe_wer (default: the sweep's, else val_loss_ema).")
+        str | None, typer.Option("--objective", help="What names the best run of a comparison: val_loss_ema or "
+                                 "probe_wer (default: the sweep's, else val_loss_ema).")
     ] = None,
 ) -> None:
     """Write report.md and a self-contained report.html (plots, tables, audio samples).
@@ -70,7 +76,8 @@ def report(
 
 
 def synthesize(
-    checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory, or a run directory (its best, else newest).")],
+    checkpoint: Annotated[Path, typer.Argument(
+        help="A checkpoint directory, or a run directory (its best, else newest).")],
     text: Annotated[str, typer.Option("--text", help="Text to speak.")],
     out: Annotated[Path, typer.Option("--out", help="Output audio file (.wav).")],
     prompt: Annotated[Path | None, typer.Option("--prompt", help="Reference audio of the voice (WAV/FLAC).")] = None,
@@ -78,22 +85,27 @@ def synthesize(
     steps: Annotated[int, typer.Option("--steps", min=1, help="ODE solver steps.")] = 32,
     cfg: Annotated[float, typer.Option("--cfg", min=0.0, help="Classifier-free guidance strength (0 = off).")] = 2.0,
     seconds: Annotated[
-        float | None, typer.Option("--seconds", help="Length of the speech; default: duration head, prompt rate, or text length.")
+        float | None,
+        typer.Option("--seconds", help="Length of the speech; default: duration head, prompt rate, or text length."),
     ] = None,
     language: Annotated[str, typer.Option("--language", help="Language code of the text (e.g. en).")] = "",
     raw: Annotated[bool, typer.Option("--raw", help="Use the raw weights instead of the EMA weights.")] = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the initial noise.")] = 0,
     vocoder: Annotated[
-        str | None, typer.Option("--vocoder", help="griffin_lim, vocos, or a plugin's; default: the run's Trainer.vocoder, else griffin_lim.")
+        str | None, typer.Option("--vocoder", help="griffin_lim, vocos, or a plugin's; default: the run's "
+                                 "Trainer.vocoder, else griffin_lim.")
     ] = None,
     vocoder_path: Annotated[
-        Path | None, typer.Option("--vocoder-path", help="Directory of the vocoder's files (vocos: config.yaml + pytorch_model.bin); alone, it means --vocoder vocos.")
+        Path | None, typer.Option("--vocoder-path", help="Directory of the vocoder's files (vocos: config.yaml + "
+                                  "pytorch_model.bin); alone, it means --vocoder vocos.")
     ] = None,
     loudness: Annotated[
-        float | None, typer.Option("--loudness", help="Normalise to this integrated loudness (LUFS, e.g. -23); default: keep the vocoder's level.")
+        float | None, typer.Option("--loudness", help="Normalise to this integrated loudness (LUFS, e.g. -23); "
+                                   "default: keep the vocoder's level.")
     ] = None,
     max_seconds: Annotated[
-        float, typer.Option("--max-seconds", help="Longest piece of speech, prompt included (s); a longer text is split at sentence, clause or word boundaries.")
+        float, typer.Option("--max-seconds", help="Longest piece of speech, prompt included (s); a longer text is "
+                            "split at sentence, clause or word boundaries.")
     ] = 30.0,
 ) -> None:
     """Synthesise one utterance to an audio file."""
@@ -124,7 +136,8 @@ def synthesize(
             "defaults (a guess)", highlight=False, markup=False,
         )
     console.print(
-        f"wrote {result.path}: {result.seconds:.2f} s of audio ({result.frames} latent frames, length from {result.length_from}"
+        f"wrote {result.path}: {result.seconds:.2f} s of audio ({result.frames} latent frames, "
+        f"length from {result.length_from}"
         f"{f', {result.pieces} pieces' if result.pieces > 1 else ''}); "
         f"{result.label}; {result.vocoder}, {result.level}",
         highlight=False, markup=False,

@@ -25,42 +25,58 @@ def sweep(
     grid: Annotated[
         list[str] | None,
         typer.Option("--grid", help="A swept binding and its gin values: \"Trainer.lr=[1e-3, 2e-3]\", "
-                     "\"Trainer.schedule=[@schedule.flow_matching(), @schedule.cosine_vpred()]\"; repeatable (product)."),
+                     "\"Trainer.schedule=[@schedule.flow_matching(), @schedule.cosine_vpred()]\"; "
+                     "repeatable (product)."),
     ] = None,
     random: Annotated[
-        int | None, typer.Option("--random", min=1, help="Run N distinct points drawn from the grid instead of all of it.")
+        int | None,
+        typer.Option("--random", min=1, help="Run N distinct points drawn from the grid instead of all of it."),
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the --random draw and of the Optuna sampler.")] = 0,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Repeat every point with Trainer.seed = 0 .. K-1.")] = 1,
     binding: Annotated[
-        list[str] | None, typer.Option("-b", "--binding", help="A gin binding every point shares, before the point's own; repeatable.")
+        list[str] | None,
+        typer.Option("-b", "--binding", help="A gin binding every point shares, before the point's own; repeatable."),
     ] = None,
-    data: Annotated[list[Path] | None, typer.Option("--data", help="A latent store every point trains on; repeatable.")] = None,
+    data: Annotated[
+        list[Path] | None, typer.Option("--data", help="A latent store every point trains on; repeatable.")
+    ] = None,
     steps: Annotated[
-        int | None, typer.Option("--steps", min=1, help="Train every point for N steps (Trainer.steps = N, after the -b bindings), as train's --steps.")
+        int | None, typer.Option("--steps", min=1, help="Train every point for N steps (Trainer.steps = N, after "
+                                 "the -b bindings), as train's --steps.")
     ] = None,
     launcher: Annotated[
         str, typer.Option("--launcher", help="local (this machine), slurm (a job array through submitit), or "
                           "submitit-local (submitit's LocalExecutor: the slurm path on this machine).")
     ] = "local",
     parallel: Annotated[
-        int, typer.Option("--parallel", min=1, help="Points at once (local: each gets cores // J threads; slurm: the array's parallelism).")
+        int, typer.Option("--parallel", min=1, help="Points at once (local: each gets cores // J threads; slurm: "
+                          "the array's parallelism).")
     ] = 1,
-    device: Annotated[str, typer.Option("--device", help="--device of every point's flowkit train (cpu, cuda, auto).")] = "auto",
+    device: Annotated[
+        str, typer.Option("--device", help="--device of every point's flowkit train (cpu, cuda, auto).")
+    ] = "auto",
     optuna: Annotated[
-        int | None, typer.Option("--optuna", min=1, help="Search the grid's values with an Optuna study of TRIALS trials (SWEEP_DIR/optuna.db).")
+        int | None, typer.Option("--optuna", min=1, help="Search the grid's values with an Optuna study of TRIALS "
+                                 "trials (SWEEP_DIR/optuna.db).")
     ] = None,
     objective: Annotated[
-        str, typer.Option("--objective", help="What the best point minimises: val_loss_ema (best EMA validation loss) or probe_wer.")
+        str, typer.Option("--objective", help="What the best point minimises: val_loss_ema (best EMA validation "
+                          "loss) or probe_wer.")
     ] = "val_loss_ema",
-    wait: Annotated[bool, typer.Option("--wait", help="slurm: wait for the jobs instead of returning once they are submitted.")] = False,
-    timeout_min: Annotated[int | None, typer.Option("--timeout-min", min=1, help="slurm: each job's time limit in minutes (default 1440).")] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="slurm: wait for the jobs instead of returning once they are submitted.")
+    ] = False,
+    timeout_min: Annotated[
+        int | None, typer.Option("--timeout-min", min=1, help="slurm: each job's time limit in minutes (default 1440).")
+    ] = None,
     partition: Annotated[str | None, typer.Option("--partition", help="slurm: the partition.")] = None,
     gpus_per_node: Annotated[int | None, typer.Option("--gpus-per-node", min=0, help="slurm: GPUs per job.")] = None,
     cpus_per_task: Annotated[int | None, typer.Option("--cpus-per-task", min=1, help="slurm: CPUs per job.")] = None,
     mem_gb: Annotated[int | None, typer.Option("--mem-gb", min=1, help="slurm: memory per job in GB.")] = None,
     slurm_arg: Annotated[
-        list[str] | None, typer.Option("--slurm-arg", help="slurm: another sbatch option as KEY=VALUE (e.g. account=myteam); repeatable.")
+        list[str] | None, typer.Option("--slurm-arg", help="slurm: another sbatch option as KEY=VALUE "
+                                       "(e.g. account=myteam); repeatable.")
     ] = None,
 ) -> None:
     """Run one experiment over a grid of gin bindings: one ordinary run directory per point.

@@ -26,7 +26,8 @@ _Bindings = Annotated[
 ]
 _Data = Annotated[
     list[Path] | None,
-    typer.Option("--data", help="A latent store (zarr) to train on; repeatable. Default: Trainer.data, else the bundled demo store."),
+    typer.Option("--data", help="A latent store (zarr) to train on; repeatable. Default: Trainer.data, else the "
+                 "bundled demo store."),
 ]
 _Out = Annotated[Path | None, typer.Option("--out", help="Run directory. Default: runs/<config stem>-<timestamp>.")]
 _Steps = Annotated[int | None, typer.Option("--steps", help="Optimizer updates in total (sets Trainer.steps).", min=1)]
@@ -53,7 +54,8 @@ def _under_torchrun(nproc: int | None) -> None:
     if "WORLD_SIZE" in os.environ:
         from flowkit.errors import ConfigError
 
-        raise ConfigError("--nproc given to a process torchrun already started; drop --nproc (torchrun sets the world size)")
+        raise ConfigError("--nproc given to a process torchrun already started; "
+                          "drop --nproc (torchrun sets the world size)")
     args, skip = [], False
     for arg in sys.argv[1:]:
         if skip:
@@ -120,7 +122,8 @@ def train(
     nproc: _Nproc = None,
     init_from: Annotated[
         Path | None,
-        typer.Option("--init-from", help="Start from this run's (or checkpoint's) weights, EMA and latent stats: a fine-tune."),
+        typer.Option("--init-from", help="Start from this run's (or checkpoint's) weights, EMA and latent stats: "
+                     "a fine-tune."),
     ] = None,
 ) -> None:
     """Start a training run from a gin experiment.
@@ -187,7 +190,8 @@ def resume(
 
 
 def init_from(
-    parent_checkpoint: Annotated[Path, typer.Argument(help="A checkpoint directory (RUN/checkpoints/step-N or RUN/best/step-N) or a run directory.")],
+    parent_checkpoint: Annotated[Path, typer.Argument(
+        help="A checkpoint directory (RUN/checkpoints/step-N or RUN/best/step-N) or a run directory.")],
     config: _Configs,
     binding: _Bindings = None,
     data: _Data = None,

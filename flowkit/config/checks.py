@@ -49,7 +49,8 @@ def check_required() -> None:
             macro = _required_name(value)
             if macro is None:
                 continue
-            name = display_name(gin.config._REGISTRY.get_match(selector)) if gin.config._REGISTRY.get_match(selector) else selector
+            name = (display_name(gin.config._REGISTRY.get_match(selector)) if gin.config._REGISTRY.get_match(selector)
+                    else selector)
             full = f"{scope}/{name}" if scope else name
             where = where_bound(f"{full}.{param}")
             at = f"{where}: " if where else ""

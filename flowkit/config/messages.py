@@ -69,7 +69,8 @@ def explain(exc: BaseException, source: str = "", source_text: str = "") -> str:
         kind = name.split(".")[0]
         if "." in name and kind in registry.declared_kinds():
             pool = [p for p in pool if p.startswith(kind + ".")]  # a misspelled name, not kind
-        fix = suggest(name, pool) or f"see `flowkit plugins{' ' + kind if kind in registry.declared_kinds() else ''}` for the registered names"
+        fix = suggest(name, pool) or (
+            f"see `flowkit plugins{' ' + kind if kind in registry.declared_kinds() else ''}` for the registered names")
         head = f"unknown component or configurable {name!r}"
     m = re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", head)
     if m:

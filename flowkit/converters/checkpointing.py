@@ -42,7 +42,8 @@ def _checkpointed_class(cls: type) -> type:
 def _blocks(model: nn.Module) -> nn.ModuleList:
     blocks = getattr(model, "blocks", None)
     if not isinstance(blocks, nn.ModuleList):
-        raise TypeError(f"activation checkpointing needs a model with a `blocks` ModuleList; {type(model).__name__} has none")
+        raise TypeError("activation checkpointing needs a model with a `blocks` ModuleList; "
+                        f"{type(model).__name__} has none")
     return blocks
 
 

@@ -93,7 +93,8 @@ MEASURE_MARGIN = 0.10
 less time: two kernels within it are a tie that the load of the moment could decide either
 way, and two fresh runs of one config on one machine should train with the same kernels."""
 
-_measured: dict[tuple, dict[str, float]] = {}  # memo per process: (family, shapes, rows, threads, backward) -> {kernel: ms}
+# memo per process: (family, shapes, rows, threads, backward) -> {kernel: ms}
+_measured: dict[tuple, dict[str, float]] = {}
 
 
 def is_grouped_conv(module: nn.Module) -> bool:
@@ -307,7 +308,8 @@ def _measure(family: str, shapes: dict[tuple, tuple[int, Callable[[], dict[str, 
     return dict(_measured[key])
 
 
-def _measured_choice(family: str, ms: Mapping[str, float], defaults: Mapping[str, str] = DEFAULT_KERNELS) -> tuple[str, str]:
+def _measured_choice(family: str, ms: Mapping[str, float],
+                     defaults: Mapping[str, str] = DEFAULT_KERNELS) -> tuple[str, str]:
     """``(kernel, how)`` from the measured ``{kernel: ms}``: the fastest, unless the family's
     default (in ``defaults``) is within `MEASURE_MARGIN` of it (then the default)."""
     fastest, default = min(ms, key=ms.get), defaults[family]

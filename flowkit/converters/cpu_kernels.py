@@ -154,7 +154,8 @@ class CpuDropout(nn.Dropout):
         keep = 1.0 - self.p
         if keep == 0.0:
             return x * 0.0  # nn.Dropout(1.0): every element dropped
-        if not DROPOUT_MIN_P_16BIT <= self.p <= 1.0 - DROPOUT_MIN_P_16BIT:  # 16 bits would round p or 1 - p too coarsely
+        # 16 bits would round p or 1 - p too coarsely
+        if not DROPOUT_MIN_P_16BIT <= self.p <= 1.0 - DROPOUT_MIN_P_16BIT:
             noise = torch.rand(x.shape, dtype=torch.float32, device=x.device)
             noise.lt_(keep).div_(keep)  # 1 / (1 - p) where kept, 0 where dropped
             return x * noise.to(x.dtype)

@@ -17,7 +17,8 @@ from typing import overload
 
 import numpy as np
 
-#: bytes Python's str.isspace() accepts in ASCII (tab, newline, vt, ff, cr, the file/group/record/unit separators, space)
+#: bytes Python's str.isspace() accepts in ASCII (tab, newline, vt, ff, cr, the file/group/record/unit separators,
+#: space)
 _ASCII_SPACE = np.zeros(256, dtype=bool)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
 

@@ -183,7 +183,8 @@ class SegmentTable(Sequence[SegmentInfo]):
     a million segments costs its arrays (tens of bytes a segment), not a million objects.
     """
 
-    def __init__(self, readers: list[StoreReader], store: np.ndarray, row: np.ndarray, corpus_of: Sequence[int]) -> None:
+    def __init__(self, readers: list[StoreReader], store: np.ndarray, row: np.ndarray,
+                 corpus_of: Sequence[int]) -> None:
         self._readers = readers
         self.store = store.astype(np.int32, copy=False)
         self.row = row.astype(np.int64, copy=False)

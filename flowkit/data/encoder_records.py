@@ -111,7 +111,8 @@ def check_vocoder(vocoder: Any, record: Mapping[str, Any], *, source: str = "the
     # name the differing parameter when the encoder is the right one at other settings
     detail = next((f" ({r})" for s, r in zip(specs, reasons, strict=True) if s.name == record.get("name")), "")
     raise ConfigError(
-        f"{vocoder_label(vocoder)} inverts {wanted}; {source} come from {describe_record(record)}{detail}: choose a vocoder made for them (--vocoder or Trainer.vocoder; "
+        f"{vocoder_label(vocoder)} inverts {wanted}; {source} come from {describe_record(record)}{detail}: "
+        "choose a vocoder made for them (--vocoder or Trainer.vocoder; "
         "vocoder.griffin_lim inverts log_mel and vocos_mel latents without weights)"
     )
 

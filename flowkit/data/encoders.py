@@ -139,7 +139,8 @@ class VocosMel(_MelFrames):
             center=True, pad_mode="reflect", normalized=False, onesided=True, return_complex=True,
         ).abs()  # [n_fft // 2 + 1, n]
         fmax = self.fmax if self.fmax is not None else self.sample_rate / 2
-        basis = torch.from_numpy(_htk_mel_basis(self.sample_rate, self.n_fft, self.n_mels, float(self.fmin), float(fmax)))
+        basis = torch.from_numpy(_htk_mel_basis(self.sample_rate, self.n_fft, self.n_mels, float(self.fmin),
+                                                float(fmax)))
         mel = spec.T @ basis.T  # [n, n_mels]
         return mel.clamp(min=self.log_floor).log().numpy().astype(np.float32, copy=False)
 

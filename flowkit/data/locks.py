@@ -94,8 +94,8 @@ class StoreLock:
             except BlockingIOError:
                 holder = _holder(fd)
                 os.close(fd)
-                raise DataError(f"{what} is being written by {_describe(holder, command)} ({path.name}); wait for it to "
-                                f"finish, {retry}") from None
+                raise DataError(f"{what} is being written by {_describe(holder, command)} ({path.name}); "
+                                f"wait for it to finish, {retry}") from None
             except OSError:  # no flock on this filesystem: run unlocked, as before
                 os.close(fd)
                 return cls(path, None)

@@ -185,7 +185,8 @@ def item_from_fields(
     if not text:
         return Rejection(segment_id, "missing_text", "the text is empty", source)
     if audio is None:
-        return Rejection(segment_id, "missing_audio", f"no audio file {segment_id}{{{','.join(AUDIO_SUFFIXES)}}}", source)
+        return Rejection(segment_id, "missing_audio", f"no audio file {segment_id}{{{','.join(AUDIO_SUFFIXES)}}}",
+                         source)
     given = (fields.get("language") or "").strip() or (default_language or "").strip()
     language = language_code(given)  # the one normalisation of every input kind
     if not language_ok(language, languages):
@@ -206,7 +207,8 @@ def item_from_fields(
         except ValueError:
             intensity = -1.0
         if not 0.0 <= intensity <= 1.0:
-            return Rejection(segment_id, "bad_intensity", f"intensity {raw_intensity!r} is not a number in [0, 1]", source)
+            return Rejection(segment_id, "bad_intensity", f"intensity {raw_intensity!r} is not a number in [0, 1]",
+                             source)
     split = (fields.get("split") or "").strip() or None
     if split is not None and split not in SPLITS:
         return Rejection(segment_id, "bad_split", f"split {split!r} (known: {', '.join(SPLITS)})", source)
@@ -238,7 +240,8 @@ def read_metadata_dir(
         parts = line.split("|")
         if len(parts) != len(columns):
             seg = parts[0].strip() if parts else ""
-            yield Rejection(seg, "bad_columns", f"{len(parts)} columns, layout {','.join(columns)} has {len(columns)}", source)
+            yield Rejection(seg, "bad_columns", f"{len(parts)} columns, layout {','.join(columns)} has {len(columns)}",
+                            source)
             continue
         fields = dict(zip(columns, parts, strict=True))
         audio = finder.by_id(root / "wavs", fields["id"].strip()) if fields["id"].strip() else None

@@ -134,7 +134,8 @@ class PrepareSummary:
                 lines.append(f"speaker {speaker!r} has all its {c['val']} segments in val: the model never "
                              "trains on this voice (give the input a split column)")
         if len(lines) > SPLIT_ROWS:
-            lines = [*lines[:SPLIT_ROWS], f"... and {len(lines) - SPLIT_ROWS} more speakers with all segments in one split"]
+            lines = [*lines[:SPLIT_ROWS],
+                     f"... and {len(lines) - SPLIT_ROWS} more speakers with all segments in one split"]
         return lines
 
 
@@ -189,7 +190,8 @@ def process_item(item: Item) -> dict[str, Any]:
         return reject("too_long", f"{seconds:.2f} s > prepare.max_seconds = {settings.max_seconds}", seconds)
     level = audio_mod.active_level_db(wave, sr)
     if level < settings.silence_dbfs:
-        return reject("silent", f"active level {level:.1f} dBFS < prepare.silence_dbfs = {settings.silence_dbfs}", seconds)
+        return reject("silent", f"active level {level:.1f} dBFS < prepare.silence_dbfs = {settings.silence_dbfs}",
+                      seconds)
     latents = np.asarray(encoder.encode(wave), dtype=np.float32)
     if latents.ndim != 2 or latents.shape[0] == 0:
         return reject("encoder_failed", f"encoder returned shape {latents.shape}", seconds)
@@ -342,7 +344,8 @@ def prepare_store(
             raise DataError("--shard and --append do not go together: a sharded prepare writes new shard stores; "
                             "prepare new data into another --out folder and give both to --data")
         if (out / "zarr.json").is_file() or (out.exists() and not out.is_dir()):
-            raise DataError(f"--out {out} is a store or a file; with --shard, --out names the folder that holds the shards")
+            raise DataError(f"--out {out} is a store or a file; "
+                            "with --shard, --out names the folder that holds the shards")
         folder, out = out, shard_store_path(out, *shard)
         what, retry = f"shard {shard[0]}/{shard[1]} of {folder}", "or run another --shard"
     else:

@@ -89,8 +89,8 @@ def build_document(out: Path, summary: dict[str, Any], records: Sequence[dict[st
         Section("Utterances", [utterances]),
     ]
     if rejections:
-        sections.append(Section("Rejected lines", [Table(("line", "utt", "reason", "detail"),
-                                                         [[str(r.line), r.utt, r.reason, r.detail] for r in rejections])]))
+        rejected = [[str(r.line), r.utt, r.reason, r.detail] for r in rejections]
+        sections.append(Section("Rejected lines", [Table(("line", "utt", "reason", "detail"), rejected)]))
     blocks: list[Any] = []
     wav_dir = out / FILES_DIR
     for r in list(records)[:samples]:

@@ -634,7 +634,8 @@ def _evaluate(
         synth = _Synthesiser(im, vocoder, settings)
         synth.say = lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True)
         label = f"{im.label}, {settings.nfe} steps of {describe_solver(im.solver)}, CFG {settings.cfg}"
-        console.print(f"eval: {len(items)} utterances of {testset} ({len(ts.rejections)} rejected, {skipped} done before) "
+        console.print(f"eval: {len(items)} utterances of {testset} ({len(ts.rejections)} rejected, "
+                      f"{skipped} done before) "
                       f"into {out}; {label}", markup=False, highlight=False, soft_wrap=True)
         names = judges.describe()
         console.print("judges: " + ", ".join(f"{k} {v['name'] if v else 'none'}" for k, v in names.items()),
@@ -662,8 +663,9 @@ def _evaluate(
                     atomic_write_bytes(audio_path, wav_bytes(audio, sr))
                     target = _read_audio(item.target_wav) if item.target_wav is not None else None
                     scores = _judge(judges, audio, sr, item, prompt, target)
-                    if target is not None and settings.ceilings and target[0].shape[0] / target[1] > LONG_RECORDING_SECONDS:
-                        console.print(f"{item.utt}: judging its {target[0].shape[0] / target[1]:.0f} s target recording "
+                    target_s = None if target is None else target[0].shape[0] / target[1]
+                    if target_s is not None and settings.ceilings and target_s > LONG_RECORDING_SECONDS:
+                        console.print(f"{item.utt}: judging its {target_s:.0f} s target recording "
                                       "raw and vocoded (the ceilings; --no-ceilings skips them)",
                                       markup=False, highlight=False, soft_wrap=True)
                     if target is not None:

@@ -190,7 +190,8 @@ def _manifest(path: Path, language: str) -> tuple[list[TestItem], list[TestRejec
             records.append((number, {k: "" if v is None else str(v) for k, v in obj.items()}, ""))
     else:
         if not lines or lines[0][1] is None:
-            raise DataError(f"{path}: a CSV test list needs a UTF-8 header row with 'audio' and 'text' columns (line 1)")
+            raise DataError(f"{path}: a CSV test list needs a UTF-8 header row with 'audio' and 'text' columns "
+                            "(line 1)")
         header = [h.strip() for h in next(csv.reader([lines[0][1]]))]
         if "audio" not in header or "text" not in header:
             raise DataError(f"{path}: the CSV header {','.join(header)} lacks 'audio' or 'text' (line 1)")
@@ -228,7 +229,8 @@ def _manifest(path: Path, language: str) -> tuple[list[TestItem], list[TestRejec
                                                 f"intensity {fields['intensity']!r} is not a number in [0, 1]"))
                 continue
         if (fields.get("prompt_audio") or "").strip():
-            prompt, prompt_text = _resolve(path.parent, fields["prompt_audio"]), (fields.get("prompt_text") or "").strip()
+            prompt = _resolve(path.parent, fields["prompt_audio"])
+            prompt_text = (fields.get("prompt_text") or "").strip()
         else:
             others = [j for j in list(range(k + 1, len(pending))) + list(range(k)) if speakers[j] == speakers[k]]
             if not others:

@@ -41,7 +41,8 @@ def time_grid(steps: int, device: torch.device | str = "cpu", sway: float | None
     if sway is None:
         return u
     if not -1.0 <= float(sway) <= 1.0:
-        raise ConfigError(f"solver sway = {sway!r} must be in [-1, 1] (F5-TTS infers with -1) or None for a uniform grid")
+        raise ConfigError(f"solver sway = {sway!r} must be in [-1, 1] (F5-TTS infers with -1) "
+                          "or None for a uniform grid")
     return u + float(sway) * (torch.cos(math.pi / 2 * u) - 1 + u)
 
 

@@ -240,7 +240,8 @@ def read_f5_checkpoint(path: str | Path, *, weights: str = "ema") -> dict[str, t
     state = raw[key]
     outside = sorted(k for k in state if k not in skip and not k.startswith(prefix))
     # F5 once saved its mel front end's buffers; its own loader drops them too.
-    outside = [k for k in outside if not k.endswith(("mel_spec.mel_stft.mel_scale.fb", "mel_spec.mel_stft.spectrogram.window"))]
+    outside = [k for k in outside
+               if not k.endswith(("mel_spec.mel_stft.mel_scale.fb", "mel_spec.mel_stft.spectrogram.window"))]
     if outside:
         raise CheckpointError(
             f"{path}: {len(outside)} {key} key(s) outside {prefix}*: {', '.join(outside[:6])}; nothing was imported"

@@ -176,7 +176,8 @@ def import_f5(
     sha256 = file_sha256(checkpoint)
     arch = _arch(config, checkpoint, sha256)
     cfg = DiTConfig.from_dict(model_config_from_f5_state(ema_f5, arch, source=source))
-    vocab = _vocab(Path(vocab_file) if vocab_file else None, checkpoint, int(ema_f5["text_embed.text_embed.weight"].shape[0]))
+    vocab = _vocab(Path(vocab_file) if vocab_file else None, checkpoint,
+                   int(ema_f5["text_embed.text_embed.weight"].shape[0]))
     model = cfg.build(100, vocab.size, 0)
     expected = set(f5_state_from_flowkit(model.state_dict(), cfg.sizes()["dim"] // cfg.sizes()["heads"]))
     for what, f5 in (("EMA", ema_f5), ("model", raw_f5)):
@@ -212,7 +213,8 @@ def import_f5(
         partial.mkdir(parents=True)
         state = {"model": model.state_dict(), "ema": {"num_updates": step, "shadow": shadow}}
         written = ckpt.save_checkpoint(partial / "checkpoints", 0, state, meta)
-        (partial / "config.gin").write_text("# imported from F5-TTS: flowkit import-f5\n" + F5_INFER_CONFIG, encoding="utf-8")
+        (partial / "config.gin").write_text("# imported from F5-TTS: flowkit import-f5\n" + F5_INFER_CONFIG,
+                                            encoding="utf-8")
         (partial / "latent_stats.json").write_text(json.dumps(stats) + "\n", encoding="utf-8")
         (partial / "metrics.jsonl").write_text("", encoding="utf-8")
         run_info = {"config": F5_INFER_CONFIG, "imported_from": imported, "seed": 0, "stores": [],

@@ -97,7 +97,8 @@ def forward_flops(
     return float(blocks + per_item + stage + 2 * t_blocks * c * d)
 
 
-def train_step_flops(model: Any, item_frames: Sequence[int], item_chars: Sequence[int] | None = None, **kw: Any) -> float:
+def train_step_flops(model: Any, item_frames: Sequence[int], item_chars: Sequence[int] | None = None,
+                     **kw: Any) -> float:
     """FLOPs of one training micro-batch: forward plus backward, three forwards."""
     return 3.0 * forward_flops(model, item_frames, item_chars, **kw)
 

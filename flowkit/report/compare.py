@@ -23,7 +23,8 @@ from flowkit.report.plots import Curve, curves_png
 from flowkit.report.rundir import RunDir
 
 __all__ = [
-    "DETAIL_RUNS", "OBJECTIVES", "SweepInfo", "comparison_sections", "config_differences", "expand_sweeps", "objective_value", "readable_value", "run_labels", "short_keys", "wall_seconds",
+    "DETAIL_RUNS", "OBJECTIVES", "SweepInfo", "comparison_sections", "config_differences", "expand_sweeps",
+    "objective_value", "readable_value", "run_labels", "short_keys", "wall_seconds",
 ]
 
 
@@ -139,7 +140,8 @@ def expand_sweeps(paths: Sequence[Path]) -> tuple[list[Path], SweepInfo | None]:
             doc = json.loads(file.read_text(encoding="utf-8"))
             points = [p for p in doc["points"] if isinstance(p, dict) and p.get("name")]
         except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise DataError(f"{file}: cannot be read as a sweep file ({type(exc).__name__}); it is written by flowkit sweep") from None
+            raise DataError(f"{file}: cannot be read as a sweep file ({type(exc).__name__}); "
+                            "it is written by flowkit sweep") from None
         runs = [Path(path) / str(p.get("dir") or p["name"]) for p in points]
         # a point that was started (attempts > 0) and has no run directory was deleted or moved
         gone = tuple(str(p["name"]) for p, r in zip(points, runs, strict=True)

@@ -63,7 +63,8 @@ def eval_blocks(run: RunDir) -> list[Any]:
                          judge if key == "generated" else ""])
     blocks: list[Any] = [Table(header, rows)] if rows else []
     if unfinished:
-        blocks.append(Note(f"Unfinished (no summary.json yet; run the same flowkit eval again): {', '.join(unfinished)}"))
+        blocks.append(Note("Unfinished (no summary.json yet; run the same flowkit eval again): "
+                           f"{', '.join(unfinished)}"))
     return blocks
 
 

@@ -37,7 +37,8 @@ def _ceiling(run: RunDir, key: str) -> float | None:
 
 def judges_sentence(run: RunDir) -> str | None:
     """In words: which judges scored the probe (the newest probe or ceiling record's ``judges``)."""
-    records = [r for r in run.records if r.get("kind") in ("probe", "probe_ceiling") and isinstance(r.get("judges"), dict)]
+    records = [r for r in run.records
+               if r.get("kind") in ("probe", "probe_ceiling") and isinstance(r.get("judges"), dict)]
     if not records:
         return None
     parts = []
@@ -113,7 +114,8 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
         shown = f"{wer:.3f}" if isinstance(wer, (int, float)) else "unknown"
         return [Note(f"Best probe: no probe heard words yet (the best kept, at step {doc.get('step')}, has WER "
                      f"{shown} and {sum(1 for h in hyps if h)} of {len(hyps)} sentences heard).")]
-    title = f"{label} probe (step {doc.get('step')}, WER {wer:.3f})" if isinstance(wer, (int, float)) else f"{label} probe"
+    title = (f"{label} probe (step {doc.get('step')}, WER {wer:.3f})" if isinstance(wer, (int, float))
+             else f"{label} probe")
     rows, blocks = [], []
     sentences = doc.get("sentences", [])
     judged = [key for key in ("sim", "dnsmos") if any(isinstance(s.get(key), (int, float)) for s in sentences)]
@@ -127,9 +129,11 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
                 caption=f'reference "{s.get("reference")}" — heard "{s.get("hypothesis") or ""}" '
                         f'(prompt {s.get("prompt") or "none"}, step {doc.get("step")})',
                 figures=[],
-                audios=[(f"generated, step {doc.get('step')}", Audio(audio.read_bytes(), f"{prefix}probe-{label.lower()}-{k + 1}.wav"))],
+                audios=[(f"generated, step {doc.get('step')}",
+                         Audio(audio.read_bytes(), f"{prefix}probe-{label.lower()}-{k + 1}.wav"))],
             ))
-    header = ["segment", "reference", "hypothesis", *({"sim": "SIM to prompt", "dnsmos": "DNSMOS OVRL"}[k] for k in judged)]
+    header = ["segment", "reference", "hypothesis",
+              *({"sim": "SIM to prompt", "dnsmos": "DNSMOS OVRL"}[k] for k in judged)]
     return [Note(title), Table(header, rows), *blocks]
 
 
@@ -171,15 +175,18 @@ def intelligibility_blocks(run: RunDir, prefix: str = "") -> list[Any]:
         png = curves_png(f"probe {label} and its ceilings", axis, curves)
         blocks.append(Figure(f"probe {label} over steps, with the ground-truth ceilings", png, f"{prefix}{name}.png"))
         blocks.append(Note(f"Probe {label}: latest {values[-1]:.3f} (step {steps_j[-1]}), best {max(values):.3f} "
-                           f"(step {steps_j[values.index(max(values))]})" + (f"; {'; '.join(ceilings)}" if ceilings else "") + "."))
+                           f"(step {steps_j[values.index(max(values))]})"
+                           + (f"; {'; '.join(ceilings)}" if ceilings else "") + "."))
     judges = judges_sentence(run)
     if judges:
         blocks.append(Note(judges))
     gain_curves = [Curve(label, *run.series(kind, key)) for kind, key, label in (
-        ("eval", "text_gain", "text_gain (validation)"), ("probe", "probe_text_gain", "probe_text_gain (probe sentences)"))]
+        ("eval", "text_gain", "text_gain (validation)"),
+        ("probe", "probe_text_gain", "probe_text_gain (probe sentences)"))]
     if any(c.steps for c in gain_curves):
         png = curves_png("text gain: EMA loss without text minus with text", "loss difference", gain_curves)
-        blocks.append(Figure("text gain over steps (above zero: the model uses its text)", png, f"{prefix}text_gain.png"))
+        blocks.append(Figure("text gain over steps (above zero: the model uses its text)", png,
+                             f"{prefix}text_gain.png"))
     sentence = text_use_sentence(run)
     if sentence:
         blocks.append(Note(sentence))

@@ -85,7 +85,8 @@ def curves_png(title: str, ylabel: str, curves: Sequence[Curve], *, log_y: bool 
                   frameon=False, borderaxespad=0.0)
         # room for the legend set by hand: a tight crop would draw the big legend twice
         axes_in = 5.4
-        fig.subplots_adjust(left=0.9 / fig.get_figwidth(), right=(0.9 + axes_in) / fig.get_figwidth(), top=0.9, bottom=0.14)
+        fig.subplots_adjust(left=0.9 / fig.get_figwidth(), right=(0.9 + axes_in) / fig.get_figwidth(),
+                            top=0.9, bottom=0.14)
         return _png(fig, tight=False)
     if len(drawn) > 1:
         ax.legend(fontsize=8)

@@ -33,7 +33,8 @@ figure img { max-width: 100%; height: auto; }
 .note { color: #666; font-style: italic; }
 table.sortable th { cursor: pointer; user-select: none; }
 table.sortable th:after { content: " \\2195"; color: #999; font-size: 80%; }
-table.sortable th.asc:after { content: " \\2191"; color: #333; } table.sortable th.desc:after { content: " \\2193"; color: #333; }
+table.sortable th.asc:after { content: " \\2191"; color: #333; } \
+table.sortable th.desc:after { content: " \\2193"; color: #333; }
 .wide { overflow-x: auto; } table.sortable { font-size: 85%; } table.sortable td:first-child { white-space: nowrap; }
 audio { vertical-align: middle; margin: .2em .6em; }
 """
@@ -95,7 +96,8 @@ def _table(block: Table) -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in block.header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in block.rows)
     if block.sortable:
-        return f'<div class="wide"><table class="sortable"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        return (f'<div class="wide"><table class="sortable"><thead><tr>{head}</tr></thead>'
+                f'<tbody>{body}</tbody></table></div>')
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -104,7 +106,8 @@ def _sample(block: SampleBlock) -> str:
     parts += [_img(f) for f in block.figures]
     for label, audio in block.audios:
         data = base64.b64encode(audio.wav).decode("ascii")
-        parts.append(f'<div>{_e(label)}: <audio controls preload="metadata" src="data:audio/wav;base64,{data}"></audio></div>')
+        parts.append(f'<div>{_e(label)}: <audio controls preload="metadata" '
+                     f'src="data:audio/wav;base64,{data}"></audio></div>')
     parts.append("</div>")
     return "".join(parts)
 

@@ -61,7 +61,8 @@ def _state_line(run: RunDir) -> str:
     if state == "interrupted":
         return f"interrupted (checkpoint saved; continue with `flowkit resume {run.path}`)"
     if state == "stopped early":
-        return f"stopped early (no stop request recorded; continue from the last checkpoint with `flowkit resume {run.path}`)"
+        return ("stopped early (no stop request recorded; continue from the last checkpoint with "
+                f"`flowkit resume {run.path}`)")
     if state == "in progress":
         return f"in progress (heartbeat {_age(run.heartbeat_age_s)})"
     return state
@@ -103,13 +104,15 @@ def _facts(run: RunDir) -> Facts:
     ]
     if run.info("init_from"):
         init = run.info("init_from")
-        items.append(("init from", f"{init.get('checkpoint')} (step {init.get('step')})" if isinstance(init, Mapping) else str(init)))
+        items.append(("init from", (f"{init.get('checkpoint')} (step {init.get('step')})"
+                                    if isinstance(init, Mapping) else str(init))))
     if run.torn_lines:
         why = ("damaged lines inside the file: the figures above lack what they held" if run.torn_inside
                else "the last line, torn: a line being written, or a writer stopped mid-line")
         items.append(("metrics.jsonl", f"{run.torn_lines} unreadable line(s) skipped ({why})"))
     if run.damaged:
-        items.append(("damaged files", f"{', '.join(run.damaged)} cannot be read as JSON; what they record is shown as '-'"))
+        items.append(("damaged files",
+                      f"{', '.join(run.damaged)} cannot be read as JSON; what they record is shown as '-'"))
     return Facts(items)
 
 
@@ -119,9 +122,11 @@ def _resume_table(run: RunDir) -> Table | Note:
     rows = []
     for step, info in run.resumes:
         changes = info.get("allowed_config_changes") or {}
-        changed = "; ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in changes.items() if isinstance(v, (list, tuple)) and len(v) == 2)
+        changed = "; ".join(f"{k}: {v[0]} -> {v[1]}" for k, v in changes.items()
+                            if isinstance(v, (list, tuple)) and len(v) == 2)
         skipped = len(info.get("skipped_checkpoints") or [])
-        rows.append([str(step), _show(info.get("resumed_from")), _show(info.get("device")), changed or "-", str(skipped)])
+        rows.append([str(step), _show(info.get("resumed_from")), _show(info.get("device")), changed or "-",
+                     str(skipped)])
     return Table(["at step", "from checkpoint", "device", "config changes", "skipped corrupt"], rows)
 
 
@@ -142,7 +147,8 @@ def _data_blocks(run: RunDir) -> list[Any]:
         blocks.append(Note("No load report in run_info.json and no data_rejections.jsonl."))
     val = reports.get("val") or {}
     if reports and not val.get("accepted"):
-        blocks.append(Note("No validation data: no evaluation passes, no best checkpoint; samples come from the newest checkpoint."))
+        blocks.append(Note("No validation data: no evaluation passes, no best checkpoint; "
+                           "samples come from the newest checkpoint."))
     pairing = run.newest_meta().get("pairing_totals")
     if isinstance(pairing, Mapping) and pairing:
         items, given = pairing.get("items", 0), pairing.get("given", 0)

@@ -117,7 +117,8 @@ def check_points(configs: Sequence[str | Path], base: Sequence[str], points: Seq
         gin.clear_config()
     for key in dict.fromkeys(key for point in points for key, _ in point.bindings):
         if key not in read:
-            what = "no binding references the macro" if "." not in key else "no component the experiment builds reads it"
+            what = ("no binding references the macro" if "." not in key
+                    else "no component the experiment builds reads it")
             raise ConfigError(
                 f"--grid {key}: the experiment never uses it ({what}), so every point would train the same "
                 "model; drop this --grid, or sweep a binding the experiment uses (`flowkit config` shows them)"

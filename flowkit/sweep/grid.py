@@ -110,7 +110,8 @@ def parse_axis(spec: str) -> Axis:
     if not sep or not key:
         raise ConfigError(f"--grid {spec!r}: give KEY=[VALUES], {form}")
     if not _KEY.match(key):
-        raise ConfigError(f"--grid {spec!r}: {key!r} is not a gin binding key (configurable.parameter or MACRO), {form}")
+        raise ConfigError(f"--grid {spec!r}: {key!r} is not a gin binding key (configurable.parameter or MACRO), "
+                          f"{form}")
     values = _split_list(rest)
     if values is None:
         raise ConfigError(f"--grid {spec!r}: the values must be one bracketed list of gin values, {form}")

@@ -293,11 +293,13 @@ def _run_optuna(spec: SweepSpec, root: Path, *, launcher: str, parallel: int, de
     except ImportError:
         raise ConfigError("--optuna needs optuna: pip install 'flowkit[sweep]'") from None
     if launcher != "local" or parallel != 1:
-        raise ConfigError("--optuna runs its trials one after another with the local launcher; drop --launcher/--parallel")
+        raise ConfigError("--optuna runs its trials one after another with the local launcher; "
+                          "drop --launcher/--parallel")
     if not spec.grid:
         raise ConfigError("--optuna needs a search space: give --grid KEY=[VALUES] for each binding to search")
     if spec.seeds > 1 or spec.random is not None:
-        raise ConfigError("--optuna chooses the points itself: drop --seeds and --random (sweep seeds with --grid Trainer.seed=[...])")
+        raise ConfigError("--optuna chooses the points itself: drop --seeds and --random "
+                          "(sweep seeds with --grid Trainer.seed=[...])")
     every = with_seeds(grid_points(spec.grid), spec.seeds)
     names = dict(zip((p.bindings for p in every), point_names(every, _keys(spec)), strict=True))
     SweepState.open(root, spec, list(names.values()))

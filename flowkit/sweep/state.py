@@ -198,7 +198,8 @@ class SweepState:
             folders, files = {"logs", "submitit", *names}, {LOCK_FILE, "optuna.db"}
             if root.is_dir() and any(p.name not in (folders if p.is_dir() else files) for p in root.iterdir()):
                 raise ConfigError(
-                    f"--out {root} is a directory that holds no sweep ({SWEEP_FILE} is missing); give a new or empty directory"
+                    f"--out {root} is a directory that holds no sweep ({SWEEP_FILE} is missing); "
+                    "give a new or empty directory"
                 )
             return cls(root, spec, [])
         doc = read_sweep_file(path)

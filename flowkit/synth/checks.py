@@ -82,7 +82,8 @@ def text_warnings(vocab: Any, text: str, language: str = "", *, what: str = "--t
     if unknown >= spoken:
         return [f"{what}: none of its characters{listed} is in the model's vocabulary; the model reads it all as "
                 "the unknown symbol and can only speak noise: give text in the script the model was trained on"]
-    return [f"{what}: {unknown} of its {spoken} characters{listed} {'is' if unknown == 1 else 'are'} not in the model's vocabulary and are read as "
+    return [f"{what}: {unknown} of its {spoken} characters{listed} {'is' if unknown == 1 else 'are'} "
+            "not in the model's vocabulary and are read as "
             "the unknown symbol; those sounds will be missing or wrong"]
 
 
@@ -105,7 +106,8 @@ def wav_truncation(path: Path) -> str | None:
                     held = size - pos - 8
                     # 0 and 0xFFFFFFFF mark a stream whose writer never went back to fill the size in
                     if length not in (0, 0xFFFFFFFF) and length > held:
-                        return f"its header promises {length:,} bytes of samples but the file holds {held:,} ({held / length:.0%}): truncated"
+                        return (f"its header promises {length:,} bytes of samples but the file holds {held:,} "
+                                f"({held / length:.0%}): truncated")
                     return None
                 pos += 8 + length + (length & 1)
     except OSError:

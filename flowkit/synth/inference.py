@@ -170,7 +170,8 @@ def load_inference_model(path: str | Path, *, weights: str = "ema", device: str 
     meta = loaded.meta
     missing = [k for k in ("model_config", "vocab", "latent_stats", "latent_dim") if k not in meta]
     if missing:
-        raise CheckpointError(f"{loaded.path}: meta.json lacks {', '.join(missing)}; it was not written by flowkit train")
+        raise CheckpointError(f"{loaded.path}: meta.json lacks {', '.join(missing)}; "
+                              "it was not written by flowkit train")
     # the vocabulary, its size and the ids that separate units (words), in one call
     text = rebuild_vocab(meta["vocab"])
     vocab, n_ids, separators = text.vocab, text.size, text.separator_ids
@@ -269,8 +270,8 @@ def generate(
     cond = inference_conditions(im.model, utterances, separator_ids=list(im.separator_ids))
     generator = torch.Generator().manual_seed(seed)
     latents = synthesize(
-        im.model, cond, schedule=im.schedule, solver=im.solver, steps=steps, cfg_strength=cfg_strength, generator=generator,
-        on_step=on_step,
+        im.model, cond, schedule=im.schedule, solver=im.solver, steps=steps, cfg_strength=cfg_strength,
+        generator=generator, on_step=on_step,
     )
     return generated_latents(latents, cond, im.stats)
 

@@ -57,13 +57,15 @@ class Level:
             if self.limited:  # the gain stopped at the ceiling: the target was not reached
                 reached = f"{self.loudness_lufs:.1f} LUFS" if self.loudness_lufs is not None else "a lower level"
                 return (f"held at the {PEAK_CEILING_DBFS:g} dBFS peak ceiling: {reached}, not the "
-                        f"{self.target_lufs:g} LUFS asked (gain {self.gain_db:+.1f} dB; peak {self.peak_dbfs:.1f} dBFS)")
+                        f"{self.target_lufs:g} LUFS asked (gain {self.gain_db:+.1f} dB; "
+                        f"peak {self.peak_dbfs:.1f} dBFS)")
             if self.loudness_lufs is None:  # nothing to measure: no gain was applied
                 return (f"level as decoded: {self.target_lufs:g} LUFS not applied (under "
                         f"{_MIN_LOUDNESS_SECONDS:g} s or silent: no integrated loudness; {measured})")
             return f"normalised to {self.target_lufs:g} LUFS (gain {self.gain_db:+.1f} dB; {measured})"
         if self.limited:
-            return f"level as decoded, lowered {-self.gain_db:.1f} dB to the {PEAK_CEILING_DBFS:g} dBFS peak ceiling ({measured})"
+            return (f"level as decoded, lowered {-self.gain_db:.1f} dB to the {PEAK_CEILING_DBFS:g} dBFS "
+                    f"peak ceiling ({measured})")
         return f"level as decoded ({measured})"
 
 

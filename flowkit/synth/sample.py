@@ -322,4 +322,5 @@ def model_prompt(stats: Any, latents: np.ndarray | None) -> np.ndarray | None:
 def generated_latents(latents: torch.Tensor, cond: Conditions, stats: Any) -> list[np.ndarray]:
     """Each item's generated span (`target_spans`), de-normalised with ``stats`` for the
     vocoder: one float32 ``[n_target_i d]`` array per item of ``latents [b n d]``."""
-    return [np.asarray(stats.denormalize(s.float().cpu().numpy()), dtype=np.float32) for s in target_spans(latents, cond)]
+    return [np.asarray(stats.denormalize(s.float().cpu().numpy()), dtype=np.float32)
+            for s in target_spans(latents, cond)]

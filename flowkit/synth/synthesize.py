@@ -310,7 +310,8 @@ def synthesize_file(
                         bar.update(reached - done[0], piece=where)
                         done[0] = reached
 
-                utterance = attrs.evolve(base, text=encode_text(im.vocab, piece, lang), target_frames=target_frames(piece))
+                utterance = attrs.evolve(base, text=encode_text(im.vocab, piece, lang),
+                                         target_frames=target_frames(piece))
                 (latents,) = generate(im, [utterance], steps=steps, cfg_strength=cfg_strength, seed=seed + k,
                                       on_step=on_step)
                 bar.update(steps - done[0], piece=where, stage="vocoder")

@@ -198,7 +198,8 @@ class Vocos:
         arrays = [np.asarray(x, dtype=np.float32) for x in latents]
         for x in arrays:
             if x.ndim != 2 or x.shape[1] != net.cfg.n_mels:
-                raise ConfigError(f"vocoder.vocos: latents of shape {tuple(x.shape)} are not [frames, {net.cfg.n_mels}]")
+                raise ConfigError(f"vocoder.vocos: latents of shape {tuple(x.shape)} "
+                                  f"are not [frames, {net.cfg.n_mels}]")
         out = [np.zeros(0, dtype=np.float32)] * len(arrays)
         rows = [i for i, x in enumerate(arrays) if x.shape[0] >= 2]  # one frame makes no audio
         if rows:

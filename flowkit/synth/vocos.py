@@ -102,7 +102,8 @@ class VocosConfig:
 def _section(doc: Mapping[str, Any], name: str, path: Path) -> dict[str, Any]:
     section = doc.get(name)
     if not isinstance(section, Mapping):
-        raise CheckpointError(f"{path}: no '{name}' section; a Vocos release config names feature_extractor, backbone and head")
+        raise CheckpointError(f"{path}: no '{name}' section; "
+                              "a Vocos release config names feature_extractor, backbone and head")
     class_path = section.get("class_path")
     if class_path != _CLASSES[name]:
         raise CheckpointError(
@@ -142,11 +143,14 @@ def read_config(path: str | Path) -> VocosConfig:
     try:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise CheckpointError(f"{path}: no such file; a Vocos release directory holds {CONFIG_FILE} and {WEIGHTS_FILE}") from None
+        raise CheckpointError(f"{path}: no such file; "
+                              f"a Vocos release directory holds {CONFIG_FILE} and {WEIGHTS_FILE}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise CheckpointError(f"{path}: cannot be read as YAML ({type(exc).__name__}); give the release's {CONFIG_FILE}") from exc
+        raise CheckpointError(f"{path}: cannot be read as YAML ({type(exc).__name__}); "
+                              f"give the release's {CONFIG_FILE}") from exc
     if not isinstance(doc, Mapping):
-        raise CheckpointError(f"{path}: holds {type(doc).__name__}, not a mapping with feature_extractor, backbone, head")
+        raise CheckpointError(f"{path}: holds {type(doc).__name__}, "
+                              "not a mapping with feature_extractor, backbone, head")
     feats, backbone, head = (_section(doc, name, path) for name in ("feature_extractor", "backbone", "head"))
     if backbone["adanorm_num_embeddings"] is not None:
         raise CheckpointError(
@@ -156,7 +160,8 @@ def read_config(path: str | Path) -> VocosConfig:
     for name, args in (("feature_extractor", feats), ("head", head)):
         if args["padding"] != "center":
             raise CheckpointError(
-                f"{path}: {name}.init_args.padding = {args['padding']!r}; flowkit decodes padding: center (the mel release's)"
+                f"{path}: {name}.init_args.padding = {args['padding']!r}; "
+                "flowkit decodes padding: center (the mel release's)"
             )
     ints = {f"{name}.init_args.{key}": _positive_int(path, f"{name}.init_args.{key}", args[key])
             for name, args, keys in (
@@ -305,7 +310,8 @@ class VocosNet(nn.Module):
         mask = None
         if any(v < n for v in lengths):
             frame = torch.arange(n, device=features.device)
-            mask = (frame[None, :] < torch.tensor(lengths, device=features.device)[:, None]).to(features.dtype)[:, None, :]
+            mask = (frame[None, :]
+                    < torch.tensor(lengths, device=features.device)[:, None]).to(features.dtype)[:, None, :]
         spec = self.head(self.backbone(features, mask))  # [b f n]
         audio = features.new_zeros(b, self.samples(n))
         # The inverse STFT normalises by the summed window of every frame it sees, so each
@@ -350,7 +356,8 @@ def _read_weights(path: Path) -> dict[str, torch.Tensor]:
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises UnpicklingError, RuntimeError, EOFError ... by damage
-        raise CheckpointError(f"{path}: cannot be read as a PyTorch state dict ({type(exc).__name__}); download it again") from exc
+        raise CheckpointError(f"{path}: cannot be read as a PyTorch state dict ({type(exc).__name__}); "
+                              "download it again") from exc
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
         raise CheckpointError(
             f"{path}: is a training checkpoint (a 'state_dict' key); give the release's {WEIGHTS_FILE}, "
@@ -373,10 +380,12 @@ def fit_state(net: VocosNet, state: Mapping[str, torch.Tensor], source: Path) ->
     """
     own = net.state_dict()
     cfg = net.cfg
-    arch = f"config.yaml: dim {cfg.dim}, intermediate_dim {cfg.intermediate_dim}, num_layers {cfg.num_layers}, n_mels {cfg.n_mels}, head n_fft {cfg.head_n_fft}"
+    arch = (f"config.yaml: dim {cfg.dim}, intermediate_dim {cfg.intermediate_dim}, num_layers {cfg.num_layers}, "
+            f"n_mels {cfg.n_mels}, head n_fft {cfg.head_n_fft}")
     extra = sorted(set(state) - set(own))
     if extra:
-        raise CheckpointError(f"{source}: key {extra[0]!r} is not in the architecture of {arch}; the weights belong to another model")
+        raise CheckpointError(f"{source}: key {extra[0]!r} is not in the architecture of {arch}; "
+                              "the weights belong to another model")
     missing = sorted(set(own) - set(state))
     if missing:
         raise CheckpointError(f"{source}: lacks key {missing[0]!r}, which the architecture of {arch} needs")

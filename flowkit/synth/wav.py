@@ -18,7 +18,8 @@ def wav_bytes(audio: np.ndarray, sample_rate: int) -> bytes:
     import soundfile as sf
 
     buffer = io.BytesIO()
-    sf.write(buffer, np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0), int(sample_rate), format="WAV", subtype="PCM_16")
+    sf.write(buffer, np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0), int(sample_rate), format="WAV",
+             subtype="PCM_16")
     return buffer.getvalue()
 
 

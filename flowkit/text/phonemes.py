@@ -46,7 +46,8 @@ def _phonemizer() -> Any:
     except ImportError:
         raise ConfigError("text.phonemes needs phonemizer: pip install 'flowkit[phonemes]'") from None
     if shutil.which("espeak-ng") is None and shutil.which("espeak") is None:
-        raise ConfigError("text.phonemes needs the espeak-ng program: apt-get install espeak-ng (tools/setup.sh does it)")
+        raise ConfigError("text.phonemes needs the espeak-ng program: "
+                          "apt-get install espeak-ng (tools/setup.sh does it)")
     return EspeakBackend
 
 

@@ -82,4 +82,5 @@ def restore_origin(origin: Origin, parts: RunParts, settings: Trainer, ctx: dist
         _attach(parts, settings, adapter_files.base_record(origin.loaded), added.get("rows"))
         return restored
     raise ConfigError("Trainer.adapter is set but the run starts from scratch: adapters train on a base; start it "
-                      "with flowkit init-from BASE CONFIG (or flowkit train CONFIG --init-from BASE), or drop Trainer.adapter")
+                      "with flowkit init-from BASE CONFIG (or flowkit train CONFIG --init-from BASE), "
+                      "or drop Trainer.adapter")

@@ -17,8 +17,9 @@ reference counting still frees every object that is not in a reference cycle at 
 On entry it also moves what the run set up (modules, vocabulary, segment tables) out of
 the collector's reach (``gc.freeze``), and freezes again what survives each full
 collection (the builder's segment cache fills during the loop): a full collection then
-scans only what the loop allocated since the last one. Frozen objects are still freed by reference counting; only reference cycles
-among them wait for the end of the loop, which unfreezes them. The generations named are CPython's up to 3.13; 3.14's incremental
+scans only what the loop allocated since the last one. Frozen objects are still freed by
+reference counting; only reference cycles among them wait for the end of the loop, which
+unfreezes them. The generations named are CPython's up to 3.13; 3.14's incremental
 collector reads ``gc.collect(1)`` as the young generation and an increment of the old.
 """
 
@@ -50,7 +51,8 @@ class GarbageCollection:
 
     def __init__(self, every: int | None) -> None:
         if every is not None and every < 1:
-            raise ValueError(f"GarbageCollection: every = {every} must be >= 1, or None for Python's automatic collection")
+            raise ValueError(f"GarbageCollection: every = {every} must be >= 1, "
+                             "or None for Python's automatic collection")
         self.every = every
         self.collections = 0
         self.seconds = 0.0

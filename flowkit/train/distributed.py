@@ -212,7 +212,8 @@ def _is_collective_failure(exc: BaseException) -> bool:
     # gloo reports a vanished peer or a timeout as a plain RuntimeError.
     text = str(exc)
     return isinstance(exc, RuntimeError) and any(
-        marker in text for marker in ("Gloo", "gloo", "Connection closed", "Connection reset", "NCCL", "Timed out", "timed out")
+        marker in text
+        for marker in ("Gloo", "gloo", "Connection closed", "Connection reset", "NCCL", "Timed out", "timed out")
     )
 
 

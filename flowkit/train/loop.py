@@ -255,7 +255,8 @@ class TrainingLoop:
                 # loss = sum_terms weight * sum_i value_i * count_i / total: each term averaged
                 # over its own unit across the whole step, so k micro-batches equal one batch.
                 shares = unit_weighted(named, totals.units)
-                objective = sum((term.weight * shares[term.name] for term in named), torch.zeros((), device=self.device))
+                objective = sum((term.weight * shares[term.name] for term in named),
+                                torch.zeros((), device=self.device))
                 objective.backward()
             loss = loss + objective.detach()
             for name, share in shares.items():
@@ -293,7 +294,8 @@ class TrainingLoop:
             lengths = list(cond.layout.lengths) if cond.layout is not None else cond.frame_mask.sum(1).tolist()
             total += train_step_flops(
                 self.model, lengths, cond.text_mask.sum(1).tolist(), padded_frames=cond.frame_mask.numel(),
-                padded_chars=cond.text.numel(), packed_frames=cond.layout.num_frames if cond.layout is not None else None,
+                padded_chars=cond.text.numel(),
+                packed_frames=cond.layout.num_frames if cond.layout is not None else None,
             )
         return total * self.dist.world_size
 
@@ -317,10 +319,12 @@ class TrainingLoop:
         counts["target_frames"] = sum(b.num_target_frames for b in batches)
         summed = dict(zip(counts, distributed.all_sum(self.dist, list(counts.values())), strict=True))
         world = self.dist.world_size
-        units = {key.removeprefix("unit/"): max(value, 1.0) / world for key, value in summed.items() if key.startswith("unit/")}
+        units = {key.removeprefix("unit/"): max(value, 1.0) / world
+                 for key, value in summed.items() if key.startswith("unit/")}
         return StepTotals(units, int(summed["items"]), int(summed["real_frames"]), int(summed["target_frames"]))
 
-    def _global_loss(self, loss: torch.Tensor, terms: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    def _global_loss(self, loss: torch.Tensor,
+                     terms: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """The step loss and terms over all ranks (each rank's share is scaled by world_size).
 
         Every rank then takes the same skip-or-step decision on a non-finite value.

@@ -139,7 +139,8 @@ class InitFrom:
         parent_model, parent_ema = dict(self.loaded.state["model"]), dict(self.loaded.state["ema"])
         vocab = parts.vocab  # grown by `data_state` from the parent's by these tokens:
         parent_vocab = _checkpoint_data_state(self.loaded)[1]
-        added_tokens = parent_vocab.missing(parts.train_set.segments.texts()) if hasattr(parent_vocab, "missing") else []
+        added_tokens = (parent_vocab.missing(parts.train_set.segments.texts()) if hasattr(parent_vocab, "missing")
+                        else [])
         if added_tokens:
             parent_model = grow_text_embedding(parent_model, vocab.size)
             parent_ema["shadow"] = grow_text_embedding(parent_ema["shadow"], vocab.size)
@@ -163,7 +164,8 @@ class InitFrom:
             info["added_languages"] = {"languages": added_languages, "init": LANGUAGE_INIT_RULE}
             if ctx.is_main:
                 say(f"init-from: the data hold language(s) the parent lacks ({', '.join(added_languages)}); language "
-                    f"embeddings (model and EMA) grown to {len(parts.languages)} languages, new rows = {LANGUAGE_INIT_RULE}")
+                    f"embeddings (model and EMA) grown to {len(parts.languages)} languages, "
+                    f"new rows = {LANGUAGE_INIT_RULE}")
         return Restored(Counters(horizon=settings.steps), PairingCounts(), info)
 
 
@@ -267,7 +269,8 @@ def plan_start(workspace: Workspace, parsed: Any, init_from: Path | None = None,
     root = workspace.root
     workspace.check_layout()
     saved_config = workspace.config.read_text(encoding="utf-8") if workspace.config.is_file() else None
-    has_checkpoints = bool(checkpoint.list_checkpoints(workspace.checkpoints) or checkpoint.list_checkpoints(workspace.best))
+    has_checkpoints = bool(checkpoint.list_checkpoints(workspace.checkpoints)
+                           or checkpoint.list_checkpoints(workspace.best))
     if saved_config is None:
         if has_checkpoints:
             raise ResumeError(f"{root} holds checkpoints but no config.gin (deleted?); continue it with "
@@ -298,7 +301,8 @@ def plan_start(workspace: Workspace, parsed: Any, init_from: Path | None = None,
         # does this): starting over would prune them, and they may hold weeks of training.
         reasons = "; ".join(f"{p.parent.name}/{p.name}: {r}" for p, r in skipped)
         raise ResumeError(f"{root} has no valid checkpoint ({reasons}); nothing was changed — restore a "
-                          f"checkpoint, or move {workspace.checkpoints} and {workspace.best} aside to start from step 0")
+                          f"checkpoint, or move {workspace.checkpoints} and {workspace.best} aside "
+                          "to start from step 0")
     parent = init_from if init_from is not None else _first_init_from(workspace)
     say(f"{command}: {root} has no valid checkpoint (none was written); starting it from step 0")
     return InitFrom(_parent_checkpoint(Path(parent))) if parent is not None else Fresh()

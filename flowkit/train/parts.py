@@ -88,7 +88,8 @@ def _open_data(settings: Trainer, aligned: bool, configs: str = "the config") ->
         if aligned and set(by_reason) == {"missing_units"}:
             raise DataError(
                 f"{configs} uses model.dit.text_path = 'aligned', which needs unit timings; none of the "
-                f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: learn them with `flowkit align train gin/align.gin "
+                f"{by_reason['missing_units']} segments of {', '.join(map(str, stores))} has them: "
+                "learn them with `flowkit align train gin/align.gin "
                 "--data STORE --out ALIGN_RUN` then `flowkit align write STORE --run ALIGN_RUN`, or prepare with "
                 "--textgrids DIR (a forced alignment) or --align energy (a rough estimate)"
             )
@@ -170,7 +171,8 @@ def build_parts(settings: Trainer, origin: DataOrigin, device: torch.device, ctx
         lengths = settings.pairing.budget_lengths(train_set.segments)
         stream = BatchStream(settings.batch_sampler, lengths, settings.seed, ctx.rank, ctx.world_size)
         builder = BatchBuilder(train_set, settings.pairing, stats, vocab, languages, model_config.text_path,
-                               CFGDrop(**settings.cfg_drop), row_frames=getattr(settings.batch_sampler, "row_frames", None))
+                               CFGDrop(**settings.cfg_drop),
+                               row_frames=getattr(settings.batch_sampler, "row_frames", None))
         if device.type == "cuda" and settings.tf32:
             torch.backends.cuda.matmul.allow_tf32 = True
             torch.backends.cudnn.allow_tf32 = True

@@ -5,7 +5,8 @@ the run comes from (its *origin*), build the parts, restore the origin's state i
 train::
 
     origin = plan_start(workspace, parsed, init_from)   # Fresh | Resume | InitFrom
-    parts = build_parts(settings, origin, device, ctx, config_names(getattr(parsed, "files", ())))   # data, model, EMA, optimizer, streams
+    parts = build_parts(settings, origin, device, ctx,
+                        config_names(getattr(parsed, "files", ())))   # data, model, EMA, optimizer, streams
     state = origin.restore(parts, settings, ctx)         # weights, counters, positions
     TrainingLoop(settings, parts, ...).run()
 
@@ -103,7 +104,8 @@ def option_bindings(data: Sequence[Path], steps: int | None) -> list[str]:
     """
     missing = [str(p) for p in data if not Path(p).exists()]
     if missing:
-        raise DataError(f"--data {missing[0]}: no such store (the path does not exist); give a store made by flowkit prepare (NAME.zarr)")
+        raise DataError(f"--data {missing[0]}: no such store (the path does not exist); "
+                        "give a store made by flowkit prepare (NAME.zarr)")
     seen: dict[str, Path] = {}
     for p in data:
         real = os.path.realpath(p)
@@ -148,7 +150,8 @@ def train(
     if init_from is not None and hub.is_hub(init_from):  # hf://OWNER/REPO/RUN: an imported run kept on the hub
         init_from = hub.resolve(init_from, kind="dir")
     if init_from is not None and not Path(init_from).exists():
-        raise CheckpointError(f"{init_from} is not a checkpoint directory (it does not exist); give RUN or RUN/checkpoints/step-N")
+        raise CheckpointError(f"{init_from} is not a checkpoint directory (it does not exist); "
+                              "give RUN or RUN/checkpoints/step-N")
     extra = [*bindings, *option_bindings(data, steps)]
     parsed = gin_config.parse(config_files, extra)
     network, line = _parent_network(Path(init_from)) if init_from is not None else ([], None)
@@ -340,7 +343,8 @@ def _run(workspace: Workspace, parsed: Any, settings: Trainer, device: torch.dev
         loop = TrainingLoop(
             settings, parts, workspace=workspace, loggers=loggers, device=device, meta=meta,
             counters=restored.counters, pairing_totals=restored.pairing_totals, resumed=origin.resumed, dist=ctx,
-            ddp=distributed.wrap_model(ctx, parts.model, device, find_unused_parameters=settings.ddp_find_unused_parameters),
+            ddp=distributed.wrap_model(ctx, parts.model, device,
+                                       find_unused_parameters=settings.ddp_find_unused_parameters),
         )
     except BaseException:
         for logger in loggers:

@@ -155,7 +155,8 @@ class Trainer:
     # Threads that assemble those batches (reads, collation) at once, up to
     # max(prefetch_steps, batch_workers) steps ahead; the draws are made in step order by one
     # thread, so any number gives the same batches. None = the cores this process may use
-    # less one (the training thread's), at least 1 and at most 8 (flowkit.batching.prefetch.default_batch_workers); 1 = one build thread.
+    # less one (the training thread's), at least 1 and at most 8
+    # (flowkit.batching.prefetch.default_batch_workers); 1 = one build thread.
     batch_workers: int | None = attrs.field(default=None, validator=_positive)
     # Python's cyclic garbage collector off during the loop, run every gc_every steps instead
     # (the young generations; a full collection every 10th time) in the training thread, so a
@@ -219,11 +220,13 @@ class Trainer:
         if len(self.betas) != 2 or not all(number(b) and 0.0 <= b < 1.0 for b in self.betas):
             raise ConfigError(f"Trainer.betas = {tuple(self.betas)!r} must be two values in [0, 1), e.g. (0.9, 0.98)")
         if not (self.weight_decay >= 0 and math.isfinite(self.weight_decay)):
-            raise ConfigError(f"Trainer.weight_decay = {self.weight_decay!r} must be >= 0 (AdamW's default 0.01; 0 = off)")
+            raise ConfigError(f"Trainer.weight_decay = {self.weight_decay!r} must be >= 0 "
+                              "(AdamW's default 0.01; 0 = off)")
         for i, loss in enumerate(self.losses):
             weight = getattr(loss, "weight", 1.0)
             if not weight > 0:  # also NaN
-                name = next((c.gin_name for c in registry.components("loss") if type(loss) is c.obj), type(loss).__name__)
+                name = next((c.gin_name for c in registry.components("loss") if type(loss) is c.obj),
+                            type(loss).__name__)
                 raise ConfigError(
                     f"Trainer.losses[{i}] = @{name}() has weight {weight!r}; a loss weight must be > 0 "
                     f"(fix {name}.weight, or drop the loss from Trainer.losses to turn it off)"

@@ -44,4 +44,5 @@ def make_store(root: Path, clips: int = 20, long_text_clip: bool = False) -> Pat
 #: a small, quick aligner (the test asserts contracts, not quality)
 TINY = ["AlignRun.text = @text.chars()", "aligner.learned.channels = 32", "aligner.learned.attn_dim = 16",
         "aligner.learned.text_layers = 1", "aligner.learned.frame_layers = 1", "AlignRun.log_every = 2",
-        "AlignRun.save_every = 3", "AlignRun.bin_start = 2", "AlignRun.warmup_steps = 2", "AlignRun.batch_frames = 2000"]
+        "AlignRun.save_every = 3", "AlignRun.bin_start = 2", "AlignRun.warmup_steps = 2",
+        "AlignRun.batch_frames = 2000"]

@@ -155,7 +155,8 @@ def test_refusal_thresholds_refuse_instead_of_stretching(aligned):
     stretched = align_corpus(model, outcome.corpus, vocab, 100.0, Settings(max_token_s=0.001), progress=False)
     assert {r.reason for sid, r in stretched.items() if sid != "long_text"} == {"align_stretched"}
     doubtful = align_corpus(model, outcome.corpus, vocab, 100.0,
-                            Settings(confidence_mads=-1e6, max_token_s=1e9, max_pause_s=1e9, max_single_frame_share=1.0),
+                            Settings(confidence_mads=-1e6, max_token_s=1e9, max_pause_s=1e9,
+                                     max_single_frame_share=1.0),
                             progress=False)
     assert {r.reason for sid, r in doubtful.items() if sid != "long_text"} == {"align_low_confidence"}
     import shutil
@@ -239,7 +240,8 @@ def test_train_refuses_an_aligner_experiment(tmp_path):
 
     result = CliRunner().invoke(app, ["train", "gin/align.gin", "--out", str(tmp_path / "r")])
     assert result.exit_code == 2, result.output
-    assert "gin/align.gin is an aligner experiment (it binds AlignRun): run it with `flowkit align train" in result.output
+    assert ("gin/align.gin is an aligner experiment (it binds AlignRun): run it with `flowkit align train"
+            in result.output)
     assert not (tmp_path / "r").exists()
 
 

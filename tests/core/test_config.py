@@ -34,7 +34,8 @@ def test_bindings_come_last(tmp_path):
 def test_syntax_error_names_file_and_line(tmp_path):
     base = write(tmp_path / "base.gin", "# header\n\nschedule.flow_matching.sigma_min = 0.1 0.2\n")
     exp = write(tmp_path / "e.gin", "include 'base.gin'\n")
-    with pytest.raises(ConfigError, match=rf"^{base}:3: gin syntax error.*`schedule.flow_matching.sigma_min = 0.1 0.2`"):
+    with pytest.raises(ConfigError,
+                       match=rf"^{base}:3: gin syntax error.*`schedule.flow_matching.sigma_min = 0.1 0.2`"):
         config.parse([exp])
 
 
@@ -70,7 +71,8 @@ def test_locked_config_refuses_more_bindings():
 
 
 def test_config_diff_splits_by_allow_list():
-    old = "Trainer.steps = 100\nTrainer.lr = 0.001\nlogger.console.every = 10\nTrainer.losses = [\n    @loss.masked_mse(),\n]\n"
+    old = ("Trainer.steps = 100\nTrainer.lr = 0.001\nlogger.console.every = 10\n"
+           "Trainer.losses = [\n    @loss.masked_mse(),\n]\n")
     new = "Trainer.steps = 200\nTrainer.lr = 0.002\nlogger.console.every = 5\nTrainer.losses = [@loss.masked_mse()]\n"
     diff = config.config_diff(old, new, allow=["Trainer.steps", "logger.*"])
     assert set(diff.allowed) == {"Trainer.steps", "logger.console.every"}

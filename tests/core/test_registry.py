@@ -92,9 +92,11 @@ def test_unknown_name_suggests_the_closest():
 
 
 def test_gin_misspelled_component_and_parameter():
-    with pytest.raises(Exception, match=r"unknown component or configurable 'schedule.cosine_vpre'.*did you mean 'schedule.cosine_vpred'"):
+    with pytest.raises(Exception, match=r"unknown component or configurable 'schedule.cosine_vpre'.*"
+                                        r"did you mean 'schedule.cosine_vpred'"):
         config.parse((), ["Trainer.schedule = @schedule.cosine_vpre()"])
-    with pytest.raises(Exception, match=r"schedule.flow_matching has no parameter 'sigma_mn'.*did you mean 'sigma_min'"):
+    with pytest.raises(Exception,
+                       match=r"schedule.flow_matching has no parameter 'sigma_mn'.*did you mean 'sigma_min'"):
         config.parse((), ["schedule.flow_matching.sigma_mn = 0.1"])
 
 
@@ -146,7 +148,8 @@ def test_collision_of_undeclared_registrations_names_both_modules():
 
 def test_plugin_failing_to_import_is_named(site, fresh_load):
     make_dist(site, "fkplug-broken", "fkplug_broken", "raise ImportError('needs libfoo')\n", ["loss.broken"])
-    with pytest.raises(RegistryError, match=r"plugin loss.broken from distribution fkplug-broken failed to import fkplug_broken: ImportError: needs libfoo"):
+    with pytest.raises(RegistryError, match=r"plugin loss.broken from distribution fkplug-broken failed to import "
+                                            r"fkplug_broken: ImportError: needs libfoo"):
         registry.load_plugins()
 
 
@@ -229,7 +232,8 @@ def test_a_component_of_the_wrong_kind_is_one_clear_error():
     from flowkit.train.settings import Trainer
 
     config.parse((), ["Trainer.schedule = @loss.masked_mse()"])
-    with pytest.raises(ConfigError, match=r"Trainer.schedule = loss.masked_mse is not a schedule .*@schedule.flow_matching\(\)"):
+    with pytest.raises(ConfigError,
+                       match=r"Trainer.schedule = loss.masked_mse is not a schedule .*@schedule.flow_matching\(\)"):
         Trainer()
 
 

@@ -43,7 +43,8 @@ def real_clips(n: int, *, min_seconds: float = 0.6, max_seconds: float = 4.0) ->
         sid, text, speaker, language = line.split("|")[:4]
         if "silence" in sid:
             continue
-        path = next((root / "wavs" / f"{sid}{s}" for s in (".flac", ".wav") if (root / "wavs" / f"{sid}{s}").is_file()), None)
+        path = next((root / "wavs" / f"{sid}{s}" for s in (".flac", ".wav") if (root / "wavs" / f"{sid}{s}").is_file()),
+                    None)
         if path is None:
             continue
         seconds = sf.info(str(path)).duration

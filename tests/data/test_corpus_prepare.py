@@ -37,5 +37,6 @@ def test_full_corpus_prepare_reads_back_bit_identical(tmp_path, corpus_dir, quie
         wave = load_audio(corpus_dir / "wavs" / f"{reader.strings['segment_id'][row]}.flac", 16000)
         want = encoder.encode(wave).astype(np.float16).astype(np.float32)
         np.testing.assert_array_equal(got, want)
-    val_speakers = {s for s, split in zip(reader.strings["speaker"], reader.strings["split"], strict=True) if split == "val"}
+    val_speakers = {s for s, split in zip(reader.strings["speaker"], reader.strings["split"], strict=True)
+                    if split == "val"}
     assert val_speakers == {"allison", "june", "carlo", "maxim"}

@@ -61,7 +61,8 @@ def test_append_and_killed_append(tmp_path, quiet_prepare):
     make_corpus(second, n=30, speakers=("cat",))
     for p in (second / "wavs").iterdir():  # distinct ids from the first batch
         p.rename(p.with_name("x" + p.name))
-    (second / "metadata.csv").write_text("".join("x" + ln + "\n" for ln in (second / "metadata.csv").read_text().splitlines()))
+    (second / "metadata.csv").write_text("".join("x" + ln + "\n"
+                                                 for ln in (second / "metadata.csv").read_text().splitlines()))
     out = tmp_path / "s.zarr"
     quiet_prepare([first], out, settings=PrepareSettings(chunk_frames=16))
     before = StoreReader.open(out).attrs["fingerprint"]

@@ -58,7 +58,8 @@ def test_union_of_shards_equals_the_unsharded_store(tmp_path, listing, quiet_pre
         assert union == reference, n  # segment for segment: latents, text, labels, split
         assert rejected == dict(whole.rejected)
         ds = LatentDataset.open([folder], "val")  # --data DIR: the union of the shards
-        assert sorted(s.segment_id for s in ds.segments) == sorted(k for k, (m, _) in reference.items() if m["split"] == "val")
+        assert sorted(s.segment_id for s in ds.segments) == sorted(k for k, (m, _) in reference.items()
+                                                                   if m["split"] == "val")
         assert {s.corpus for s in ds.segments} == {0}  # one corpus: speakers pair across shards
     sizes = [StoreReader.open(shard_store_path(tmp_path / "n3", i, 3)).n_segments for i in range(3)]
     assert min(sizes) > 0 and sum(sizes) == 24

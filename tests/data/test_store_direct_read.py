@@ -34,7 +34,8 @@ def test_direct_read_equals_zarr(tmp_path, monkeypatch):
     writer.commit()
     group = zarr.open_group(str(path), mode="r")
     reader = StoreReader.open(path)
-    names = ["offsets", "unit_offsets", "units", *STRING_FIELDS, *(f"{n}_offsets" for n in STRING_FIELDS), *SEGMENT_ARRAYS]
+    names = ["offsets", "unit_offsets", "units", *STRING_FIELDS, *(f"{n}_offsets" for n in STRING_FIELDS),
+             *SEGMENT_ARRAYS]
     for name in names:
         array = group[name]
         for stop in (0, 1, 63, 64, 65, array.shape[0]):

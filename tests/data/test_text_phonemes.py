@@ -50,7 +50,8 @@ def test_vocab_per_language_and_state_round_trip():
     assert vocab.voices == {"fr": "fr-fr", "en": "en-us", "ru": "ru"}
     assert {"ʁ", "ɔ̃", "ʒ", " "} <= set(vocab.symbols)  # IPA symbols, a word boundary
     ids = vocab.encode("Bonjour le monde.", "fr")
-    assert 1 not in ids and vocab.decode(ids).replace(" ", "") == "".join(phonemize("Bonjour le monde.", "fr-fr")).replace(" ", "")
+    assert 1 not in ids and (vocab.decode(ids).replace(" ", "")
+                             == "".join(phonemize("Bonjour le monde.", "fr-fr")).replace(" ", ""))
     again = PhonemeVocab.from_state_dict(json.loads(json.dumps(vocab.state_dict())))
     assert again.symbols == vocab.symbols and again.encode("hello world", "en") == vocab.encode("hello world", "en")
     assert vocab.encode("hello world", "fr") != vocab.encode("hello world", "en")  # read in its own language
@@ -108,7 +109,8 @@ def test_aligned_path_trains_on_phonemes_and_synthesises(tmp_path):
 
     from train_helpers import train
 
-    spec = importlib.util.spec_from_file_location("train_fixtures", Path(__file__).resolve().parents[1] / "train" / "conftest.py")
+    spec = importlib.util.spec_from_file_location("train_fixtures",
+                                                  Path(__file__).resolve().parents[1] / "train" / "conftest.py")
     fixtures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fixtures)
     write_store = fixtures.write_store

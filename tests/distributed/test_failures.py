@@ -43,7 +43,8 @@ def test_errors_name_the_rank(monkeypatch: pytest.MonkeyPatch) -> None:
     wrapped = distributed.name_rank_in_errors(_fails)
     with pytest.raises(DataError, match=r"^rank 1 failed: no segment in store x$"):
         wrapped(DataError("no segment in store x"))
-    with pytest.raises(TrainingError, match=r"^rank 1: lost contact with the other ranks \(RuntimeError: .*Connection closed by peer"):
+    with pytest.raises(TrainingError, match=r"^rank 1: lost contact with the other ranks \(RuntimeError: "
+                                            r".*Connection closed by peer"):
         wrapped(RuntimeError("[../gloo/transport/tcp/pair.cc:534] Connection closed by peer [127.0.0.1]:4242"))
     with pytest.raises(ZeroDivisionError):
         wrapped(ZeroDivisionError("bug"))

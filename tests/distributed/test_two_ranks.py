@@ -86,7 +86,8 @@ def test_first_step_equals_one_process_on_the_union_of_both_batches(two_ranks: P
         seed_globals(s.seed)
         model = s.model.build(data.latent_dim, vocab.size, len(languages))
         initial = {k: v.clone() for k, v in model.state_dict().items()}
-        optimizer = build_optimizer(model, lr=s.lr, betas=s.betas, weight_decay=s.weight_decay, device=torch.device("cpu"))
+        optimizer = build_optimizer(model, lr=s.lr, betas=s.betas, weight_decay=s.weight_decay,
+                                    device=torch.device("cpu"))
         builder = BatchBuilder(data, s.pairing, stats, vocab, languages, s.model.text_path, CFGDrop(**s.cfg_drop))
         lengths = s.pairing.budget_lengths(data.segments)
         micro = []

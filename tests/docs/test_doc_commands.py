@@ -1,8 +1,9 @@
 """Every command in a ```bash block of README.md and docs/*.md is run, so the docs stay true.
 
 Each page runs in its own sandbox (a temporary folder with ``gin``, ``plugins``,
-``tools``, ``flowkit`` (the bundled demo clips) and ``.venv`` linked from the repository, and ``../shared`` linked when the shared corpus is
-next to the clone), its commands in order, so later commands see what earlier ones made.
+``tools``, ``flowkit`` (the bundled demo clips) and ``.venv`` linked from the repository,
+and ``../shared`` linked when the shared corpus is next to the clone), its commands in
+order, so later commands see what earlier ones made.
 Runs are cut short: ``train``/``init-from`` get ``--steps 2`` and quick evaluation and
 saving, ``resume`` gets ``--steps 3``. The few commands not run here are listed in
 ``NOT_RUN`` with the reason and the test that covers them instead.
@@ -30,7 +31,8 @@ NOT_RUN = {
 #: multi-process launches need several GPUs or nodes as written; tests/distributed/ runs
 #: the same code paths with 2 CPU processes on gloo
 MULTI_PROCESS = ("torchrun", "torch.distributed.run", "--nproc")
-SHORT = ["-b", "Trainer.eval_every = 1", "-b", "Trainer.save_every = 1", "-b", "Trainer.eval_batches = 1", "-b", "Trainer.log_every = 1"]
+SHORT = ["-b", "Trainer.eval_every = 1", "-b", "Trainer.save_every = 1", "-b", "Trainer.eval_batches = 1",
+         "-b", "Trainer.log_every = 1"]
 
 
 def commands(page: Path) -> list[str]:
@@ -124,7 +126,8 @@ def test_page_commands_run(page, tmp_path):
     for cmd in runnable:
         argv = shorten(shlex.split(cmd, comments=True))
         out = subprocess.run(argv, cwd=work, env=env, capture_output=True, text=True, timeout=600)
-        assert out.returncode == 0, f"{page_id(page)}: `{cmd}` exited {out.returncode}\n{out.stdout[-2000:]}\n{out.stderr[-2000:]}"
+        assert out.returncode == 0, (f"{page_id(page)}: `{cmd}` exited {out.returncode}\n"
+                                     f"{out.stdout[-2000:]}\n{out.stderr[-2000:]}")
 
 
 def runnable_here(cmd: str) -> bool:

@@ -23,7 +23,8 @@ def test_gin_reference_is_in_sync_with_the_registry():
 
 
 def test_troubleshooting_lists_every_error_message():
-    out = subprocess.run([sys.executable, "tools/error_catalog.py", "--check"], capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run([sys.executable, "tools/error_catalog.py", "--check"], capture_output=True, text=True,
+                         cwd=REPO)
     assert out.returncode == 0, out.stderr
     page = (REPO / "docs" / "troubleshooting.md").read_text(encoding="utf-8")
     assert "### ConfigError (exit code 2)" in page and "### DataError (exit code 3)" in page

@@ -277,7 +277,8 @@ def test_a_manifest_pairs_prompts_by_speaker_and_rejects_by_line(tmp_path: Path)
     assert ts.format == "manifest"
     by_utt = {i.utt: i for i in ts.items}
     assert sorted(by_utt) == ["a", "b", "e"]
-    assert by_utt["a"].prompt_wav.name == "allison_en_call-forwarding.flac" and by_utt["a"].prompt_text == "Call forwarding."
+    assert (by_utt["a"].prompt_wav.name == "allison_en_call-forwarding.flac"
+            and by_utt["a"].prompt_text == "Call forwarding.")
     assert by_utt["b"].prompt_wav.name == "allison_en_agent-loggedoff.flac"  # the next line of its speaker
     assert by_utt["e"].prompt_text == "You are now muted." and by_utt["e"].target_wav.name.endswith("loggedoff.flac")
     assert [(r.line, r.reason) for r in ts.rejections] == [(3, "unknown_language"), (4, "missing_prompt"),
@@ -306,7 +307,8 @@ def test_a_list_without_lines_is_named_empty(body: str, run_dir: Path, tmp_path:
 
 
 def test_a_continued_eval_samples_with_the_kernel_it_recorded(run_dir: Path, testset: Path, no_judges, tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch, interrupt_after) -> None:
+                                                               monkeypatch: pytest.MonkeyPatch,
+                                                               interrupt_after) -> None:
     """The first part of an eval records its sampling kernels in eval.json; a continued eval
     samples with them whatever this process would choose (its remaining utterances are the bits
     an unbroken eval makes); an eval.json from before kernels were recorded makes no choice."""
@@ -407,7 +409,8 @@ def test_a_second_eval_into_one_folder_is_refused_naming_the_first(run_dir: Path
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(DataError, match=rf"eval folder {out} is being written by pid {holder.pid}, .*\(eval.lock\); .*another --out"):
+        with pytest.raises(DataError, match=rf"eval folder {out} is being written by pid {holder.pid}, "
+                                            r".*\(eval.lock\); .*another --out"):
             evaluate(run_dir, testset, out, settings=EvalSettings(nfe=2, cfg=1.0), judges=no_judges, progress=False)
         assert [p.name for p in out.iterdir()] == ["eval.lock"]  # the holder's: nothing written
     finally:
@@ -454,7 +457,8 @@ def test_texts_outside_the_vocabulary_are_rejected_or_warned(run_dir: Path, tmp_
              settings=EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False))
     err = capfd.readouterr().err.replace("\n", "")
     rejected = [json.loads(x) for x in (tmp_path / "o" / "rejections.jsonl").read_text().splitlines()]
-    assert [(r["line"], r["reason"]) for r in rejected] == [(1, "text_outside_vocabulary"), (2, "text_outside_vocabulary")]
+    assert [(r["line"], r["reason"]) for r in rejected] == [(1, "text_outside_vocabulary"),
+                                                            (2, "text_outside_vocabulary")]
     assert "\\u200b" in rejected[1]["detail"]
     assert "meta.lst:3 (u3): its text: 2 of" in err and "not in the model's vocabulary" in err, err
     assert [r["utt"] for r in read_results(tmp_path / "o" / "results.jsonl")] == ["u3", "u4"]

@@ -84,7 +84,8 @@ def test_import_finetune_report_export(finetuned: tuple[Path, str], tmp_path: Pa
     assert added["rows"][0] == 41 and added["rows"][1] == 41 + len(added["tokens"]) and "mean" in added["init"]
     assert "ы" in added["tokens"] or "и" in added["tokens"]  # Russian letters are not in the 40 first tokens
     state = final_state(run)
-    assert state["model"]["text.embed.weight"].shape[0] == state["ema"]["shadow"]["text.embed.weight"].shape[0] == added["rows"][1]
+    assert (state["model"]["text.embed.weight"].shape[0] == state["ema"]["shadow"]["text.embed.weight"].shape[0]
+            == added["rows"][1])
     steps = [r for r in records(run) if r.get("kind") == "train"]
     assert len(steps) == STEPS
 
@@ -102,7 +103,8 @@ def test_import_finetune_report_export(finetuned: tuple[Path, str], tmp_path: Pa
     tensors = load_file(str(out / "model.safetensors"))
     assert tensors["ema_model.transformer.text_embed.text_embed.weight"].shape[0] == added["rows"][1]
     assert all(k.startswith("ema_model.transformer.") for k in tensors)
-    again = _flowkit("import-f5", str(out / "model.safetensors"), "--config", "F5TTS_v1_Base", "--out", str(tmp_path / "back"))
+    again = _flowkit("import-f5", str(out / "model.safetensors"), "--config", "F5TTS_v1_Base", "--out",
+                     str(tmp_path / "back"))
     assert again.returncode == 0
 
 

@@ -42,7 +42,8 @@ def test_imported_run_gives_f5s_velocity(tmp_path: Path) -> None:
         for masked in (0, 1):
             got = model(x, cond, text, time, mask=mask if masked else None)
             keep = mask if masked else torch.ones_like(mask)
-            assert float((got - torch.from_numpy(data[f"out_mask{masked}_a0_t0"])).abs()[keep].max()) <= VELOCITY_MAX_ABS
+            assert (float((got - torch.from_numpy(data[f"out_mask{masked}_a0_t0"])).abs()[keep].max())
+                    <= VELOCITY_MAX_ABS)
 
 
 def test_training_pt_keeps_raw_and_ema_apart(tmp_path: Path) -> None:

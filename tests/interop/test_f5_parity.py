@@ -33,7 +33,8 @@ def _build(name: str):
     data = np.load(FIXTURES / f"dit_{name}.npz")
     meta = json.loads(str(data["meta"]))
     f5_state = {k: torch.from_numpy(v) for k, v in random_f5_state(meta["shapes"], meta["seed"]).items()}
-    assert abs(sum(float(v.abs().sum()) for v in f5_state.values()) - meta["weights_abs_sum"]) < 1e-3 * meta["weights_abs_sum"]
+    assert (abs(sum(float(v.abs().sum()) for v in f5_state.values()) - meta["weights_abs_sum"])
+            < 1e-3 * meta["weights_abs_sum"])
     cfg = model_config_from_f5_state(f5_state, F5_CONFIGS[meta["config"]], source=name)
     model = DiTConfig.from_dict(cfg).build(100, meta["text_num_embeds"] + 1, 0).eval()
     model.load_state_dict(flowkit_state_from_f5(f5_state, source=name), strict=True)
@@ -77,7 +78,8 @@ def _flowkit_forward_diff(model, data, x, cond, text, time) -> float:
         c = Conditions(
             frame_mask=torch.ones(1, n, dtype=torch.bool), target_mask=torch.zeros(1, n, dtype=torch.bool),
             prompt=cond[:1], text=ids, text_mask=ids > 0, language=torch.zeros(1, dtype=torch.long),
-            emotion=torch.zeros(1, dtype=torch.long), intensity=torch.zeros(1), emotion_known=torch.zeros(1, dtype=torch.bool),
+            emotion=torch.zeros(1, dtype=torch.long), intensity=torch.zeros(1),
+            emotion_known=torch.zeros(1, dtype=torch.bool),
             rate=torch.zeros(1, dtype=torch.long), loudness=torch.zeros(1, dtype=torch.long),
             drop_text=torch.tensor([bool(drop_text)]), drop_prompt=torch.tensor([bool(drop_audio)]),
         )

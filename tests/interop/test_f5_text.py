@@ -12,7 +12,8 @@ from flowkit.text.base import PAD_ID
 from flowkit.text.f5 import F5FrontEnd, F5Vocab, f5_tokens
 from flowkit.text.vocabs import vocab_from_state_dict
 
-FIXTURE = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "f5" / "tokenizer.json").read_text(encoding="utf-8"))
+FIXTURE = json.loads(
+    (Path(__file__).resolve().parents[1] / "fixtures" / "f5" / "tokenizer.json").read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize("index", range(len(FIXTURE["texts"])))

@@ -24,7 +24,8 @@ def _conditions(ids: torch.Tensor, n: int) -> Conditions:
         frame_mask=torch.ones(b, n, dtype=torch.bool), target_mask=torch.zeros(b, n, dtype=torch.bool),
         prompt=torch.randn(b, n, 100, generator=torch.Generator().manual_seed(1)), text=ids, text_mask=ids > 0,
         language=zeros, emotion=zeros, intensity=torch.zeros(b), emotion_known=torch.zeros(b, dtype=torch.bool),
-        rate=zeros, loudness=zeros, drop_text=torch.zeros(b, dtype=torch.bool), drop_prompt=torch.zeros(b, dtype=torch.bool),
+        rate=zeros, loudness=zeros, drop_text=torch.zeros(b, dtype=torch.bool),
+        drop_prompt=torch.zeros(b, dtype=torch.bool),
     )
 
 
@@ -79,6 +80,7 @@ def test_conditions_added_to_an_f5_model_start_at_zero_effect(tmp_path: Path) ->
     x, t = torch.randn(1, 20, 100), torch.tensor([0.5])
     cond = _conditions(ids, 20)
     labelled = cond.replace(language=torch.tensor([2]), rate=torch.tensor([3]), loudness=torch.tensor([1]),
-                            emotion=torch.tensor([2]), intensity=torch.tensor([0.7]), emotion_known=torch.tensor([True]))
+                            emotion=torch.tensor([2]), intensity=torch.tensor([0.7]),
+                            emotion_known=torch.tensor([True]))
     with torch.no_grad():
         assert torch.equal(parent(x, t, cond).output, child(x, t, labelled).output)

@@ -38,7 +38,8 @@ def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch, hide_packag
     registry.load_plugins()
     fresh = registry.build(kind, name)
     hide_package(module)
-    with pytest.raises(ConfigError, match=rf"^{kind}.{name} needs the {module} package .*pip install 'flowkit\[eval\]'$"):
+    with pytest.raises(ConfigError,
+                       match=rf"^{kind}.{name} needs the {module} package .*pip install 'flowkit\[eval\]'$"):
         use(fresh)
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == needed else real_spec(n, *a))
     assert judges.unavailable(kind) == f"{kind}.{name} needs {needed}: pip install 'flowkit[eval]'"

@@ -69,7 +69,8 @@ def _count_timings(monkeypatch) -> list[list[str]]:
 
 
 def test_a_large_model_is_measured_once_per_process_and_the_converter_puts_the_faster_kernel_in_force(monkeypatch):
-    assert sum(m.in_features * m.out_features for m in _Big().modules() if isinstance(m, nn.Linear)) >= MEASURE_MIN_WEIGHTS
+    assert sum(m.in_features * m.out_features for m in _Big().modules()
+               if isinstance(m, nn.Linear)) >= MEASURE_MIN_WEIGHTS
     calls = _count_timings(monkeypatch)
     model = _Big()
     choice = choose_cpu_kernels(model, rows=64)
@@ -114,7 +115,8 @@ def test_the_environment_fixes_a_kernel_and_a_bad_value_is_one_config_error(monk
 
 def test_a_resumed_run_keeps_its_recorded_kernels_whatever_the_environment_says(monkeypatch):
     monkeypatch.setattr(cpu, "_median_ms", lambda *a: pytest.fail("a resumed run is not timed"))
-    first = KernelChoice({"linear": "mkl", "grouped_conv": "onednn"}, {"linear": "measured", "grouped_conv": "measured"},
+    first = KernelChoice({"linear": "mkl", "grouped_conv": "onednn"},
+                         {"linear": "measured", "grouped_conv": "measured"},
                          {"linear": {"mkl": 1.0, "onednn": 1.2}})
     monkeypatch.setenv("FLOWKIT_CPU_LINEAR", "onednn")
     resumed = choose_cpu_kernels(_Big(), resumed=True, recorded=first.record())
@@ -127,7 +129,8 @@ def test_a_resumed_run_keeps_its_recorded_kernels_whatever_the_environment_says(
 
 
 def test_the_line_names_each_kernel_how_it_was_chosen_and_the_times():
-    choice = KernelChoice({"linear": "mkl", "grouped_conv": "torch"}, {"linear": "measured", "grouped_conv": "recorded"},
+    choice = KernelChoice({"linear": "mkl", "grouped_conv": "torch"},
+                          {"linear": "measured", "grouped_conv": "recorded"},
                           {"linear": {"mkl": 1.0, "onednn": 1.123}})
     assert choice.line() == ("cpu kernels: linear=mkl (measured: mkl 1.00 ms, onednn 1.12 ms), "
                              "grouped conv=torch (recorded)")
@@ -259,7 +262,8 @@ def test_sampling_converts_a_plain_model_and_leaves_it_plain(monkeypatch):
         assert type(model.a) is CpuLinear and type(model.conv) is CpuGroupedConv1d
         assert _layer_kernels(model)["grouped_conv"] == "channels_last"
     assert type(model.a) is nn.Linear and type(model.conv) is nn.Conv1d
-    assert not any(k in vars(model.a) or k in vars(model.conv) for k in ("kernel", "onednn_min_rows", "inference_kernel"))
+    assert not any(k in vars(model.a) or k in vars(model.conv)
+                   for k in ("kernel", "onednn_min_rows", "inference_kernel"))
 
 
 def test_a_recorded_sampling_kernel_is_used_unmeasured_and_an_unknown_one_refused(monkeypatch):
@@ -277,7 +281,8 @@ def test_a_recorded_sampling_kernel_is_used_unmeasured_and_an_unknown_one_refuse
     with sampling_kernels(model) as choice:  # no record: the environment fixes it
         assert choice.kernels == {"linear": "onednn", "grouped_conv": "channels_last"}
         assert choice.how["linear"] == "FLOWKIT_CPU_LINEAR = onednn"
-    with pytest.raises(ValueError, match="linear='blas' is not known"), sampling_kernels(model, recorded={"linear": "blas"}):
+    with (pytest.raises(ValueError, match="linear='blas' is not known"),
+          sampling_kernels(model, recorded={"linear": "blas"})):
         pass
     assert _layer_kernels(model) == {"linear": None, "rows": None, "grouped_conv": None}
 

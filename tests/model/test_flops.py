@@ -38,7 +38,8 @@ def test_forward_flops_match_the_flop_counter(text_path, dur_cond, lengths):
     counted = _counted(model, x0, t, cond, backward=False)
     b, n = cond.frame_mask.shape
     chars = [len(it.text) for it in items]
-    expected = forward_flops(model, lengths, chars, padded_frames=b * n, padded_chars=cond.text.numel(), packed_frames=packed)
+    expected = forward_flops(model, lengths, chars, padded_frames=b * n, padded_chars=cond.text.numel(),
+                             packed_frames=packed)
     # Left out on purpose: nothing that flop_counter counts; the tolerance covers rounding only.
     assert expected == pytest.approx(counted, rel=1e-3)
 

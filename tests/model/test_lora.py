@@ -36,7 +36,8 @@ def test_forward_equals_the_base_at_init(items) -> None:
     adapted = LoRA(rank=4).apply(base, seed=7)
     # B = 0: each adapted layer adds B (A x) = 0 exactly, so the outputs are bit-equal
     assert torch.equal(_out(adapted, items), before)
-    assert target_names(_base(), ("attn", "ff")) == adapted.adapter_record["modules"] == [f"blocks.{i}.{m}" for i in range(2) for m in ("attn.qkv", "attn.out", "ff.0", "ff.3")]
+    assert target_names(_base(), ("attn", "ff")) == adapted.adapter_record["modules"] == [
+        f"blocks.{i}.{m}" for i in range(2) for m in ("attn.qkv", "attn.out", "ff.0", "ff.3")]
 
 
 def test_only_adapter_parameters_receive_gradients(items) -> None:

@@ -196,7 +196,8 @@ def test_bad_segments_are_rejected_by_reason(tmp_path: Path) -> None:
     by_id = {r.segment_id: r.reason for r in ds.report.rejections}
     assert by_id == {"spk0_90": "non_finite", "spk0_91": "empty_text", "spk1_92": "too_short", "spk1_93": "bad_units"}
     assert len(ds) == 12 and all(np.isfinite(x).all() for x in ds.read(range(len(ds))))
-    assert ds.report.to_dict()["rejected_by_reason"] == {"bad_units": 1, "empty_text": 1, "non_finite": 1, "too_short": 1}
+    assert ds.report.to_dict()["rejected_by_reason"] == {"bad_units": 1, "empty_text": 1, "non_finite": 1,
+                                                         "too_short": 1}
 
 
 @pytest.mark.parametrize("checksums", [True, False], ids=["checksums", "older-store"])
@@ -214,7 +215,8 @@ def test_latents_damaged_after_prepare_are_caught_at_read(store: Path, tmp_path:
     if not checksums:
         _without_checksums(bad)
     ds = LatentDataset.open([bad], "train")
-    match = r"latent chunk 0 \(latents/c/0/0, frames 0-\d+\) fails its checksum" if checksums else r"spk0_00.*non-finite"
+    match = (r"latent chunk 0 \(latents/c/0/0, frames 0-\d+\) fails its checksum" if checksums
+             else r"spk0_00.*non-finite")
     with pytest.raises(DataError, match=match):
         ds.read(list(range(len(ds))))
 

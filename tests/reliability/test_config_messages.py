@@ -28,8 +28,8 @@ def _gin(tmp_path: Path, body: str) -> Path:
 
 def test_a_required_value_suggests_its_own_binding(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "Trainer.lr = %gin.REQUIRED")
-    line = one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3", "Trainer.lr = %gin.REQUIRED",
-                      '-b "Trainer.lr = ..."')
+    line = one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3",
+                                "Trainer.lr = %gin.REQUIRED", '-b "Trainer.lr = ..."')
     assert "gin.REQUIRED = ..." not in line
 
 
@@ -63,13 +63,14 @@ def test_an_out_of_range_binding_names_the_binding(capfd: pytest.CaptureFixture)
 
 def test_a_wrong_type_names_its_file_and_line(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
     path = _gin(tmp_path, "model.dit.depth = 'deep'")
-    one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3: model.dit.depth = 'deep'", "expected int")
+    one_error_in_process(["config", path], capfd, ConfigError.exit_code, f"{path}:3: model.dit.depth = 'deep'",
+                         "expected int")
 
 
 def test_a_size_overlay_given_twice_is_refused(capfd: pytest.CaptureFixture) -> None:
     gin = REPO / "gin"
-    one_error_in_process(["config", gin / "debug.gin", gin / "cpu.gin", gin / "debug.gin"], capfd, ConfigError.exit_code,
-               "debug.gin is given twice", "give it once")
+    one_error_in_process(["config", gin / "debug.gin", gin / "cpu.gin", gin / "debug.gin"], capfd,
+                         ConfigError.exit_code, "debug.gin is given twice", "give it once")
 
 
 def test_a_file_an_earlier_one_included_is_refused(capfd: pytest.CaptureFixture) -> None:
@@ -85,5 +86,6 @@ def test_config_checks_against_the_data_given(store: Path, tmp_path: Path, capfd
     assert code == 0, out
     assert "# data: 12 train / 4 val segments" in out and str(store) in out, out
     assert f"Trainer.data = ['{store.resolve()}']" in out, out
-    one_error_in_process(["config", base, "--data", tmp_path / "nope.zarr"], capfd, DataError.exit_code, "no such store")
+    one_error_in_process(["config", base, "--data", tmp_path / "nope.zarr"], capfd, DataError.exit_code,
+                         "no such store")
     one_error_in_process(["config", base, "--data", store, "--data", store], capfd, DataError.exit_code, "same store")

@@ -38,14 +38,16 @@ def _gin(tmp_path: Path, body: str) -> Path:
 def test_an_undeclared_import_is_refused_and_nothing_runs(tmp_path: Path, payload: tuple[str, Path]) -> None:
     module, marker = payload
     path = _gin(tmp_path, f"Trainer.steps = 3\nimport {module}\n")
-    with pytest.raises(ConfigError, match=rf"exp.gin:3: `import {module}` is refused: a config is data.*plugin") as info:
+    with pytest.raises(ConfigError,
+                       match=rf"exp.gin:3: `import {module}` is refused: a config is data.*plugin") as info:
         config.parse([path])
     assert "\n" not in str(info.value)
     assert not marker.exists() and module not in sys.modules
 
 
 @pytest.mark.parametrize("statement", ["from {module} import thing", "import {module} as m"])
-def test_other_forms_of_an_undeclared_import_are_refused(statement: str, tmp_path: Path, payload: tuple[str, Path]) -> None:
+def test_other_forms_of_an_undeclared_import_are_refused(statement: str, tmp_path: Path,
+                                                         payload: tuple[str, Path]) -> None:
     module, marker = payload
     with pytest.raises(ConfigError, match="is refused"):
         config.parse([_gin(tmp_path, statement.format(module=module))])
@@ -69,7 +71,8 @@ def test_an_import_in_a_binding_is_refused(payload: tuple[str, Path]) -> None:
 
 def test_a_module_an_installed_plugin_declares_may_be_imported(tmp_path: Path) -> None:
     """plugins/flowkit-tsamplers is installed (make setup) and declares flowkit_tsamplers.samplers."""
-    for statement in ("import flowkit_tsamplers.samplers", "import flowkit_tsamplers", "import flowkit.flow.t_samplers"):
+    for statement in ("import flowkit_tsamplers.samplers", "import flowkit_tsamplers",
+                      "import flowkit.flow.t_samplers"):
         parsed = config.parse([_gin(tmp_path, statement)], ["Trainer.t_sampler = @t_sampler.cosmap()"])
         assert "t_sampler.cosmap" in parsed.text
 

@@ -101,7 +101,8 @@ def test_skip_policy_stops_after_k_in_a_row(store: Path, tmp_path: Path, monkeyp
     assert path is not None and _all_finite(checkpoint.load_checkpoint(path).state)
 
 
-def test_stop_before_any_checkpoint_does_not_name_one(store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_stop_before_any_checkpoint_does_not_name_one(store: Path, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 12 item 5: no "last checkpoint" when none exists, in the error and in report.md."""
     _poison(monkeypatch, {2})
     out = tmp_path / "run"
@@ -124,5 +125,6 @@ def test_skip_counts_add_up_in_the_counters_and_the_report(store: Path, tmp_path
     with pytest.raises(TrainingError):
         _train(store, out, "Trainer.nonfinite = 'skip'", "Trainer.max_consecutive_skips = 3")
     line = next(ln for ln in (out / "report.md").read_text().splitlines() if ln.startswith("- steps:"))
-    step, updates, skipped = map(int, re.match(r"- steps: (\d+) / \d+ \((\d+) optimizer updates, (\d+) skipped\)", line).groups())
+    step, updates, skipped = map(int, re.match(r"- steps: (\d+) / \d+ \((\d+) optimizer updates, (\d+) skipped\)",
+                                               line).groups())
     assert step == updates + skipped and skipped == 2  # 3 in a row stop the run: 2 skipped, the third not taken

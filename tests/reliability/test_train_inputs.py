@@ -99,8 +99,8 @@ def test_the_same_store_twice_is_refused(store: Path, tmp_path: Path, spelling: 
             write_store(first / f"shard-{i:05d}-of-00002.zarr", seed=i)
         second = first / "shard-00001-of-00002.zarr"
     out = tmp_path / "run"
-    one_error_in_process(_train([first, second], out), capfd, DataError.exit_code, "same store", "refused, not de-duplicated",
-               "give each store once")
+    one_error_in_process(_train([first, second], out), capfd, DataError.exit_code, "same store",
+                         "refused, not de-duplicated", "give each store once")
     assert not out.exists()
 
 
@@ -120,8 +120,8 @@ def parent(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_init_from_a_store_says_it_is_a_store(store: Path, tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
-    one_error_in_process([*_train([store], tmp_path / "run"), "--init-from", str(store)], capfd, CheckpointError.exit_code,
-               f"{store} is a latent store", "not a checkpoint or run", "--data")
+    one_error_in_process([*_train([store], tmp_path / "run"), "--init-from", str(store)], capfd,
+                         CheckpointError.exit_code, f"{store} is a latent store", "not a checkpoint or run", "--data")
 
 
 @pytest.mark.parametrize("dim", [8, 6], ids=["same_width", "other_width"])

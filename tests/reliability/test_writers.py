@@ -88,7 +88,8 @@ def _one_error_line(argv: list[str], capfd: pytest.CaptureFixture, code: int, *f
 
 
 def _refused(kind: str) -> tuple[str, ...]:
-    return ("cannot write", "read-only", "writable") if kind == "read_only" else ("cannot write", "disk is full", "free space")
+    return (("cannot write", "read-only", "writable") if kind == "read_only"
+            else ("cannot write", "disk is full", "free space"))
 
 
 # ---- inputs ------------------------------------------------------------------------------

@@ -58,18 +58,19 @@ def write_synthetic_run(root: Path, state: str, *, steps: int = 20, total: int =
         "seed": 0, "git_commit": "abc123", "device": "cpu", "num_parameters": 190_000, "data_fingerprint": "f" * 16,
         "load_reports": {
             "train": {"considered": 12, "accepted": 10, "rejected": 2, "rejected_by_reason": {"too_short": 2}},
-            "val": {"considered": 3 if val else 0, "accepted": 3 if val else 0, "rejected": 0, "rejected_by_reason": {}},
+            "val": {"considered": 3 if val else 0, "accepted": 3 if val else 0, "rejected": 0,
+                    "rejected_by_reason": {}},
         },
     }))
     (root / "data_rejections.jsonl").write_text(
-        "".join(json.dumps({"split": "train", "segment_id": f"s{i}", "reason": "too_short", "detail": "4 frames"}) + "\n"
-                for i in range(2)))
+        "".join(json.dumps({"split": "train", "segment_id": f"s{i}", "reason": "too_short", "detail": "4 frames"})
+                + "\n" for i in range(2)))
     for where, step in [("checkpoints", s) for s in range(10, reached + 1, 10)] + ([("best", reached)] if val else []):
         ckpt = root / where / f"step-{step:08d}"
         ckpt.mkdir(parents=True)
         (ckpt / "meta.json").write_text(json.dumps({"step": step, "counters": {"best_val_loss": 1.5},
-                                                     "model_config": {"preset": "tiny", "dim": 64, "depth": 2, "heads": 2,
-                                                                      "text_path": "unaligned"},
+                                                     "model_config": {"preset": "tiny", "dim": 64, "depth": 2,
+                                                                      "heads": 2, "text_path": "unaligned"},
                                                      "pairing_totals": {"items": 40, "given": 0}}))
         (ckpt / "COMPLETE").write_text("")
     if state == "stopped_early":  # a save cut short by kill -9

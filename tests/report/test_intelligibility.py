@@ -69,7 +69,8 @@ def test_no_probe_and_no_text_gain_means_no_section(tmp_path: Path) -> None:
 def test_the_report_names_the_judges_and_plots_sim_and_dnsmos(tmp_path: Path) -> None:
     run = write_synthetic_run(tmp_path / "run", "completed", steps=20, total=20)
     _add_probe(run, [0.0, 0.01, 0.05])
-    judges = {"asr": {"name": "asr.whisper", "model": "Systran/faster-whisper-tiny.en", "version": "faster-whisper 1.2.1"},
+    judges = {"asr": {"name": "asr.whisper", "model": "Systran/faster-whisper-tiny.en",
+                      "version": "faster-whisper 1.2.1"},
               "speaker": {"name": "speaker.resemblyzer", "model": "GE2E", "version": "resemblyzer 0.1.4"},
               "quality": None}
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -83,11 +84,13 @@ def test_the_report_names_the_judges_and_plots_sim_and_dnsmos(tmp_path: Path) ->
     doc["sentences"][0]["sim"] = 0.55
     (run / "probe" / "best" / "sentences.json").write_text(json.dumps(doc))
     section = _section(build_document([run]), "Intelligibility")
-    assert [f.name for f in section.blocks if isinstance(f, Figure)] == ["probe_wer.png", "probe_sim.png", "text_gain.png"]
+    assert [f.name for f in section.blocks if isinstance(f, Figure)] == ["probe_wer.png", "probe_sim.png",
+                                                                         "text_gain.png"]
     notes = " ".join(b.text for b in section.blocks if isinstance(b, Note))
     assert ("Judges: words heard by asr.whisper (Systran/faster-whisper-tiny.en, faster-whisper 1.2.1); "
             "speaker similarity by speaker.resemblyzer (GE2E, resemblyzer 0.1.4).") in notes
-    assert "latest 0.600 (step 20), best 0.600 (step 20); ground truth through the vocoder 0.740; ground truth, recorded 0.810" in notes
+    assert ("latest 0.600 (step 20), best 0.600 (step 20); ground truth through the vocoder 0.740; "
+            "ground truth, recorded 0.810") in notes
     best, latest = [b for b in section.blocks if isinstance(b, Table)]
     assert best.header[-1] == "SIM to prompt" and best.rows[0][-1] == "0.550"
     assert latest.header == ["segment", "reference", "hypothesis"]

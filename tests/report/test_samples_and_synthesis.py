@@ -148,7 +148,8 @@ def test_synthesis_reads_its_components_from_the_checkpoint_not_the_config(tmp_p
             "frame_rate": 100.0, "sample_rate": 16000, "stores": [],
             "synthesis": {"schedule": {"name": "cosine_vpred", "params": {}},
                           "solver": {"name": "midpoint", "params": {}}, "text": {"name": "chars", "params": {}}}}
-    path = save_checkpoint(tmp_path / "checkpoints", 1, {"model": state, "ema": {"num_updates": 0, "shadow": state}}, meta)
+    path = save_checkpoint(tmp_path / "checkpoints", 1, {"model": state, "ema": {"num_updates": 0, "shadow": state}},
+                           meta)
     im = load_inference_model(path)
     assert type(im.schedule).__name__ == "CosineVPred" and type(im.solver).__name__ == "Midpoint"
     # the old way (parsing the run's config, for checkpoints without the record) fails on it:

@@ -123,7 +123,8 @@ def test_online_the_cache_comes_first_then_the_download(hf_home: Path, monkeypat
     assert downloads == [("owner/model", "model_1200.safetensors", None)]  # fetched once, then cached
 
 
-def test_vocos_path_in_gin_and_import_f5_take_hf_references(hf_home: Path, no_network: list[str], tmp_path: Path) -> None:
+def test_vocos_path_in_gin_and_import_f5_take_hf_references(hf_home: Path, no_network: list[str],
+                                                             tmp_path: Path) -> None:
     from flowkit.synth.vocoders import Vocos
 
     snapshot = lay_out(hf_home, "charactr/vocos-mel-24khz", {"config.yaml": b"x", "pytorch_model.bin": b"y"})
@@ -155,7 +156,8 @@ def test_init_from_takes_a_run_folder_of_a_repository(hf_home: Path, no_network:
     from flowkit.train.run import train
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(CheckpointError, match=r"hf://me/runs/e12: not found .* in the Hugging Face cache .*hf download me/runs --include 'e12/\*'"):
+    with pytest.raises(CheckpointError, match=r"hf://me/runs/e12: not found .* in the Hugging Face cache "
+                                              r".*hf download me/runs --include 'e12/\*'"):
         train([REPO / "gin" / "debug.gin"], (), out=tmp_path / "run", init_from=Path("hf://me/runs/e12"), device="cpu")
     assert not (tmp_path / "run").exists() and no_network == []
 
@@ -193,7 +195,8 @@ def test_synthesize_eval_and_report_take_hf_references(hf_home: Path, no_network
     code, said = cli("report", "hf://me/runs/run", "--out", tmp_path / "report")
     assert code == 0 and (tmp_path / "report" / "report.html").is_file(), said
     code, said = cli("eval", "hf://me/runs/run", "--testset", tmp_path / "meta.lst")
-    assert code == ConfigError.exit_code and "hf://me/runs/run is a checkpoint on the Hugging Face Hub; give --out" in said
+    assert (code == ConfigError.exit_code
+            and "hf://me/runs/run is a checkpoint on the Hugging Face Hub; give --out" in said)
     code, said = cli("synthesize", "hf://me/runs/gone", "--text", "hello", "--out", wav)
     assert code == CheckpointError.exit_code and "hf://me/runs/gone: not found" in said and "hf:/me" not in said
     assert no_network == []

@@ -38,7 +38,8 @@ NAMES = ["lr=1e-3,schedule=flow_matching", "lr=1e-3,schedule=cosine_vpred",
 
 
 def sweep_command(out: Path, *extra: str, grid: tuple[str, ...] = (LR, SCHEDULE)) -> list[str]:
-    cmd = [sys.executable, "-m", "flowkit", "sweep", str(REPO / "gin" / "debug.gin"), "--out", str(out), "--device", "cpu"]
+    cmd = [sys.executable, "-m", "flowkit", "sweep", str(REPO / "gin" / "debug.gin"), "--out", str(out),
+           "--device", "cpu"]
     for g in grid:
         cmd += ["--grid", g]
     for b in BASE:
@@ -131,7 +132,8 @@ def test_point_names_are_readable_stable_and_collision_free() -> None:
     ("Trainer.lrr=[1e-3, 2e-3]", r"--grid Trainer\.lrr: value 1e-3: .*no parameter 'lrr'.*did you mean 'lr'"),
     ("Trainer.lr=['fast', 1e-3]", r"--grid Trainer\.lr: value 'fast': .*expected float"),
     ("Trainer.schedule=[@schedule.flow_matching(), @schedule.cosin_vpred()]",
-     r"--grid Trainer\.schedule: value @schedule\.cosin_vpred\(\): unknown component .*did you mean 'schedule\.cosine_vpred'"),
+     r"--grid Trainer\.schedule: value @schedule\.cosin_vpred\(\): unknown component "
+     r".*did you mean 'schedule\.cosine_vpred'"),
 ])
 def test_bad_bindings_are_refused_before_any_run(tmp_path: Path, grid: str, message: str) -> None:
     from typer.testing import CliRunner
@@ -173,7 +175,8 @@ def test_sweep_writes_one_run_per_point_and_sweep_json(reference: Path) -> None:
         assert (reference / "logs" / f"{name}.log").is_file()
     # the same command again: every point is skipped (nothing is launched)
     again = run_ok(sweep_command(reference))
-    assert "4 points, 4 done, 0 running elsewhere (or queued), 0 to run" in again.stdout and "started" not in again.stdout
+    assert ("4 points, 4 done, 0 running elsewhere (or queued), 0 to run" in again.stdout
+            and "started" not in again.stdout)
 
 
 def test_another_grid_into_the_same_directory_is_refused(reference: Path) -> None:

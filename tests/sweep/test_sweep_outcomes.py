@@ -35,7 +35,8 @@ TRAINER = textwrap.dedent("""
         for step in (1, 2):
             f.write(json.dumps({"kind": "train", "step": step, "loss": 1.0 / step}) + "\\n")
         f.write(json.dumps({"kind": "eval", "step": 2, "val_loss_ema": 0.5}) + "\\n")
-    first = out / "checkpoints" / "step-1"; first.mkdir(parents=True, exist_ok=True); (first / "COMPLETE").write_text("")
+    first = out / "checkpoints" / "step-1"; first.mkdir(parents=True, exist_ok=True); \
+(first / "COMPLETE").write_text("")
     if mode == "full":
         print("error: no space left on device"); sys.exit(5)
     last = out / "checkpoints" / "step-2"; last.mkdir(parents=True, exist_ok=True); (last / "COMPLETE").write_text("")
@@ -107,7 +108,8 @@ def test_a_second_sweep_in_one_folder_is_refused_naming_the_first(stand_in: Path
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
-        with pytest.raises(DataError, match=rf"sweep {root} is being written by pid {holder.pid}.*sweep.lock.*another --out"):
+        with pytest.raises(DataError,
+                           match=rf"sweep {root} is being written by pid {holder.pid}.*sweep.lock.*another --out"):
             sweep_run.run_sweep(_spec("Trainer.lr=[1e-3, 2e-3]"), root, say=lambda _: None)
         assert not (root / "logs").exists()  # nothing launched
     finally:
@@ -180,7 +182,8 @@ def test_a_damaged_sweep_json_says_how_to_rebuild_it_from_the_runs(stand_in: Pat
     stand_in.write_text("ok")
     sweep_run.run_sweep(spec, root, say=lambda _: None)
     (root / "sweep.json").write_text('{"version": 1, "points": [')  # truncated
-    with pytest.raises(DataError, match="sweep.json: cannot be read as JSON .* delete it and run the same command again"):
+    with pytest.raises(DataError,
+                       match="sweep.json: cannot be read as JSON .* delete it and run the same command again"):
         sweep_run.run_sweep(spec, root, say=lambda _: None)
     (root / "sweep.json").unlink()
     lines: list[str] = []

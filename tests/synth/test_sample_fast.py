@@ -87,7 +87,8 @@ def _relative(fast: torch.Tensor, ref: torch.Tensor) -> float:
 @pytest.mark.parametrize("batch", [1, 3])
 @pytest.mark.parametrize("sway", [None, -1.0])
 @pytest.mark.parametrize("cfg", [0.0, 2.0])
-@pytest.mark.parametrize(("text_path", "arch"), [("unaligned", "flowkit"), ("aligned", "flowkit"), ("unaligned", "f5_v1")])
+@pytest.mark.parametrize(("text_path", "arch"),
+                         [("unaligned", "flowkit"), ("aligned", "flowkit"), ("unaligned", "f5_v1")])
 def test_the_batched_sampler_equals_the_reference(text_path: str, arch: str, cfg: float, sway, batch: int) -> None:
     model = _model(text_path=text_path, arch=arch, conditions=arch == "flowkit")
     cond = inference_conditions(model, _utterances(batch), separator_ids={SPACE})
@@ -169,7 +170,8 @@ def test_on_step_sees_every_evaluation_as_the_reference_does() -> None:
     cond = inference_conditions(model, _utterances(2), separator_ids={SPACE})
     seen: dict[bool, list[float]] = {True: [], False: []}
     args = dict(schedule=FlowMatching(), solver=Midpoint(sway=-1.0), steps=3, cfg_strength=2.0,
-                noise=torch.randn((cond.batch_size, cond.num_frames, LATENT_DIM), generator=torch.Generator().manual_seed(0)))
+                noise=torch.randn((cond.batch_size, cond.num_frames, LATENT_DIM),
+                                  generator=torch.Generator().manual_seed(0)))
     with torch.no_grad():
         sample.synthesize(model, cond, on_step=seen[False].append, **args)
         reference_synthesize(model, cond, on_step=seen[True].append, **args)

@@ -55,8 +55,9 @@ def test_specs_describe_and_match() -> None:
 
 
 def test_griffin_lim_refuses_foreign_latents() -> None:
-    with pytest.raises(ConfigError, match=r"vocoder\.griffin_lim \(32 iterations\) inverts encoder\.log_mel \(Slaney mel\) "
-                       r"or encoder\.vocos_mel \(HTK mel\); the latents come from encoder\.codec_x \(24000 Hz, hop 320\): "
+    with pytest.raises(ConfigError, match=r"vocoder\.griffin_lim \(32 iterations\) inverts encoder\.log_mel "
+                       r"\(Slaney mel\) or encoder\.vocos_mel \(HTK mel\); the latents come from "
+                       r"encoder\.codec_x \(24000 Hz, hop 320\): "
                        r"choose a vocoder made for them") as err:
         GriffinLim()(np.zeros((10, 64), np.float32), CODEC)
     assert "\n" not in str(err.value)
@@ -64,11 +65,13 @@ def test_griffin_lim_refuses_foreign_latents() -> None:
 
 def test_vocos_refuses_log_mel_latents_and_other_settings(release: Path) -> None:
     vocos = Vocos(path=str(release))
-    with pytest.raises(ConfigError, match=r"vocoder\.vocos \(.*vocos-mel-24khz\) inverts encoder\.vocos_mel \(24000 Hz, hop 256, "
-                       r"100 bins, HTK mel\); the latents come from encoder\.log_mel \(16000 Hz, hop 160, 80 bins, Slaney mel\)"):
+    with pytest.raises(ConfigError, match=r"vocoder\.vocos \(.*vocos-mel-24khz\) inverts encoder\.vocos_mel "
+                       r"\(24000 Hz, hop 256, 100 bins, HTK mel\); the latents come from encoder\.log_mel "
+                       r"\(16000 Hz, hop 160, 80 bins, Slaney mel\)"):
         vocos(np.zeros((10, 80), np.float32), LOG_MEL)
     slower = {"name": "vocos_mel", "params": {**VOCOS_MEL["params"], "sample_rate": 22050}}
-    with pytest.raises(ConfigError, match=r"come from encoder\.vocos_mel \(22050 Hz, .*\) \(sample_rate 22050, not 24000\)"):
+    with pytest.raises(ConfigError,
+                       match=r"come from encoder\.vocos_mel \(22050 Hz, .*\) \(sample_rate 22050, not 24000\)"):
         check_vocoder(vocos, slower)
     with pytest.raises(ConfigError, match=r"vocoder\.vocos needs the Vocos directory .*--vocoder-path DIR"):
         Vocos()(np.zeros((10, 100), np.float32), VOCOS_MEL)
@@ -108,7 +111,8 @@ def test_griffin_lim_keeps_the_level_of_both_mels(record: dict) -> None:
     out, out_sr = GriffinLim()(encoder.encode(audio), record)
     assert out_sr == sr and abs(len(out) - len(audio)) <= record["params"]["hop_length"]
     meter = pyloudnorm.Meter(sr)
-    before, after = meter.integrated_loudness(audio.astype(np.float64)), meter.integrated_loudness(out.astype(np.float64))
+    before, after = (meter.integrated_loudness(audio.astype(np.float64)),
+                     meter.integrated_loudness(out.astype(np.float64)))
     assert abs(after - before) < 1.5, (before, after)
 
 

@@ -126,10 +126,12 @@ def test_weights_that_do_not_fit_name_file_and_key(tmp_path: Path) -> None:
         load_vocos(write_release(tmp_path / "missing", "reduced", state=bad))
     bad = dict(state)
     bad["backbone.embed.weight"] = np.zeros((48, 100, 7), dtype=np.float32)
-    with pytest.raises(CheckpointError, match=r"key 'backbone\.embed\.weight' has shape \[48, 100, 7\]; .* needs \[48, 80, 7\]"):
+    with pytest.raises(CheckpointError,
+                       match=r"key 'backbone\.embed\.weight' has shape \[48, 100, 7\]; .* needs \[48, 80, 7\]"):
         load_vocos(write_release(tmp_path / "shape", "reduced", state=bad))
     # the published weights against the reduced config: another model
-    with pytest.raises(CheckpointError, match=r"pytorch_model\.bin: key 'backbone\.convnext\.3\.dwconv\.bias' is not in"):
+    with pytest.raises(CheckpointError,
+                       match=r"pytorch_model\.bin: key 'backbone\.convnext\.3\.dwconv\.bias' is not in"):
         load_vocos(write_release(tmp_path / "other", "published", config_text=fixture("reduced")["config_yaml"]))
     damaged = write_release(tmp_path / "damaged", "reduced")
     (damaged / "pytorch_model.bin").write_bytes(b"not a zip file")

@@ -74,5 +74,6 @@ def test_vocos_mel_run_synthesizes_through_vocos(demo_clips: Path, tmp_path: Pat
     assert result.exit_code == 0, result.output
     # input warnings (language, vocabulary) may come; none about the encoder or the vocoder
     assert not [line for line in result.output.splitlines()
-                if line.startswith("warning") and ("vocoder" in line or "encoder" in line or "store" in line)], result.output
+                if line.startswith("warning")
+                and ("vocoder" in line or "encoder" in line or "store" in line)], result.output
     assert sf.info(str(again)).samplerate == 24000 and sf.info(str(again)).frames == (frames - 1) * 256

@@ -64,7 +64,8 @@ def write_release(directory: Path, name: str = "published", *, state: dict[str, 
     fx = fixture(name)
     state = seeded_state(name) if state is None else state
     (directory / "config.yaml").write_text(fx["config_yaml"] if config_text is None else config_text, encoding="utf-8")
-    torch.save({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()}, directory / "pytorch_model.bin")
+    torch.save({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state.items()},
+               directory / "pytorch_model.bin")
     return directory
 
 
@@ -79,7 +80,8 @@ def write_tiny_release(directory: Path, *, dim: int = 32, intermediate_dim: int 
     from flowkit.synth.vocos import VocosNet, read_config
 
     text = fixture("published")["config_yaml"]
-    for key, old, new in (("dim", 512, dim), ("intermediate_dim", 1536, intermediate_dim), ("num_layers", 8, num_layers)):
+    for key, old, new in (("dim", 512, dim), ("intermediate_dim", 1536, intermediate_dim),
+                          ("num_layers", 8, num_layers)):
         text = text.replace(f"    {key}: {old}\n", f"    {key}: {new}\n")
     directory.mkdir(parents=True, exist_ok=True)
     (directory / "config.yaml").write_text(text, encoding="utf-8")

@@ -22,7 +22,8 @@ def _tool():
 @pytest.mark.corpus
 def test_held_out_clips_are_never_trained_on(corpus_dir: Path, tmp_path: Path) -> None:
     tool = _tool()
-    assert tool.main([str(corpus_dir), str(tmp_path), "--speaker", "allison", "--language", "es", "--heldout", "20"]) == 0
+    assert tool.main([str(corpus_dir), str(tmp_path), "--speaker", "allison", "--language", "es",
+                      "--heldout", "20"]) == 0
     split = json.loads((tmp_path / "split.json").read_text())
     train_ids = [line.split("|")[0] for line in (tmp_path / "train" / "metadata.csv").read_text().splitlines()]
     assert len(split["heldout"]) == 20 and not set(split["heldout"]) & set(train_ids)

@@ -15,7 +15,8 @@ REPO = Path(__file__).resolve().parents[2]
     (["bench_peer.py", "/nonexistent", "--pairs", "0"], "--pairs must be at least 1, got 0", 2),
     (["bench_sampling.py", "/nonexistent", "--batch", "1", "0"], "--batch must be at least 1, got 0", 2),
     (["bench_vocoder.py", "--seconds", "0"], "--seconds must be at least 0.1", 2),
-    (["bench_vocoder.py", "--path", "/nonexistent/vocos", "--repeats", "1"], "Vocos directory /nonexistent/vocos", None),
+    (["bench_vocoder.py", "--path", "/nonexistent/vocos", "--repeats", "1"], "Vocos directory /nonexistent/vocos",
+     None),
     (["bench_trainer.py", "--stall-steps", "2"], "--stall-steps must be at least 3, got 2", 2),
     (["bench_trainer.py", "--corpus", "/nonexistent/c.zarr"], "/nonexistent/c.zarr: no such store", None),
 ])

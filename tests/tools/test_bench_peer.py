@@ -44,7 +44,8 @@ def test_the_text_encoder_sizes_reach_the_flowkit_side() -> None:
     assert tool.n_params(large.model) > tool.n_params(small.model)
 
 
-def test_conv_kernels_times_every_grouped_conv_kernel_and_puts_the_choice_back(capsys: pytest.CaptureFixture[str]) -> None:
+def test_conv_kernels_times_every_grouped_conv_kernel_and_puts_the_choice_back(
+        capsys: pytest.CaptureFixture[str]) -> None:
     from torch import nn
 
     from flowkit.converters.cpu import KERNELS, convert_cpu_kernels, converted_kernels

@@ -37,7 +37,8 @@ def test_the_flowkit_side_samples_the_items_lengths(text_path: str, monkeypatch:
 def test_the_stand_in_integrator_is_torchdiffeqs_euler() -> None:
     torchdiffeq = pytest.importorskip("torchdiffeq")
     tool = _tool()
-    t = torch.linspace(0, 1, 9) - 0.3 * (torch.cos(torch.pi / 2 * torch.linspace(0, 1, 9)) - 1 + torch.linspace(0, 1, 9))
+    t = torch.linspace(0, 1, 9) - 0.3 * (torch.cos(torch.pi / 2 * torch.linspace(0, 1, 9)) - 1
+                                         + torch.linspace(0, 1, 9))
     y0 = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(0))
 
     def fn(time: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

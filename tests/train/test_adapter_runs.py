@@ -54,7 +54,8 @@ def test_checkpoints_hold_the_adapter_and_name_their_base(base: Path, adapted: P
     record = loaded.meta["adapter"]
     parent = _newest(base)
     assert record["base"]["checkpoint"] == str(parent.resolve())
-    assert record["base"]["state_sha256"] == json.loads((parent / "manifest.json").read_text())["files"]["state.pt"]["sha256"]
+    assert (record["base"]["state_sha256"]
+            == json.loads((parent / "manifest.json").read_text())["files"]["state.pt"]["sha256"])
     assert record["trainable_parameters"] == sum(v.numel() for v in loaded.state["model"].values())
     assert record["trainable_parameters"] < 0.1 * record["base_parameters"]
     size = (loaded.path / "state.pt").stat().st_size
@@ -162,9 +163,9 @@ def _spanish_store(path: Path) -> Path:
         for w in text.split():
             units.append((pos, pos + len(w), frame, frame + 8 * len(w)))
             pos, frame = pos + len(w) + 1, frame + 8 * (len(w) + 1)
-        writer.add(SegmentRecord(segment_id=f"es_{k}", speaker="spk9", language="es", emotion="", intensity=float("nan"),
-                                 rate=1, loudness=1, split="val" if k >= 6 else "train", text=text,
-                                 latents=latents.astype(np.float32), units=tuple(units)))
+        writer.add(SegmentRecord(segment_id=f"es_{k}", speaker="spk9", language="es", emotion="",
+                                 intensity=float("nan"), rate=1, loudness=1, split="val" if k >= 6 else "train",
+                                 text=text, latents=latents.astype(np.float32), units=tuple(units)))
     return writer.commit()
 
 

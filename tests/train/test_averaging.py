@@ -31,8 +31,8 @@ def _run_with_steps(root: Path, steps: list[int], losses: dict[int, float]) -> P
                  for k, v in loaded.state["model"].items()}
         shadow = {k: v + 2.0 * step for k, v in model.items() if v.is_floating_point()}
         meta = {k: v for k, v in loaded.meta.items() if k not in ("format_version", "step")}
-        ckpt.save_checkpoint(root / "checkpoints", step, {"model": model, "ema": {"num_updates": step, "shadow": shadow}},
-                             meta)
+        ckpt.save_checkpoint(root / "checkpoints", step,
+                             {"model": model, "ema": {"num_updates": step, "shadow": shadow}}, meta)
     (root / "config.gin").write_text("", encoding="utf-8")
     lines = [json.dumps({"kind": "eval", "step": s, "val_loss_ema": v}) for s, v in losses.items()]
     (root / "metrics.jsonl").write_text("\n".join([*lines, '{"torn'])  + "\n", encoding="utf-8")

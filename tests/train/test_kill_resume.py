@@ -74,7 +74,8 @@ def test_sigterm_then_resume_is_bit_identical(uninterrupted: Path, tiny_store: P
     assert records(uninterrupted) == records(out)
 
 
-def test_kill9_after_a_checkpoint_then_resume_is_bit_identical(uninterrupted: Path, tiny_store: Path, tmp_path: Path) -> None:
+def test_kill9_after_a_checkpoint_then_resume_is_bit_identical(uninterrupted: Path, tiny_store: Path,
+                                                               tmp_path: Path) -> None:
     out = tmp_path / "run"
     proc = subprocess.Popen(_argv(tiny_store, out), env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _wait_for(lambda: (out / "checkpoints" / "step-00000008" / "COMPLETE").exists(), proc)

@@ -35,7 +35,8 @@ def test_run_directory_has_every_file(reference: Path) -> None:
     assert (reference / "config_sources" / "debug.gin").is_file()
     assert (reference / "config_sources" / "base.gin").is_file()
     assert not (reference / "run.lock").exists()
-    assert [p.name for _, p in checkpoint.list_checkpoints(reference / "checkpoints")] == ["step-00000004", "step-00000008"]
+    assert ([p.name for _, p in checkpoint.list_checkpoints(reference / "checkpoints")]
+            == ["step-00000004", "step-00000008"])
     assert checkpoint.list_checkpoints(reference / "best")
     kinds = [r["kind"] for r in records(reference)]
     assert kinds[0] == "eval" and kinds.count("train") == 8

@@ -66,7 +66,8 @@ class Decision:
 
 
 def robust_bounds(values: Sequence[float], *, k: float, side: str, min_scale: float,
-                  floor: float | None = None, cap: float | None = None) -> tuple[float, float, float | None, float | None]:
+                  floor: float | None = None,
+                  cap: float | None = None) -> tuple[float, float, float | None, float | None]:
     """``(median, scale, low, high)`` of the finite ``values``.
 
     ``scale`` = max(`MAD_TO_SIGMA` x MAD, ``min_scale``); ``high`` = median + k x scale

@@ -64,8 +64,8 @@ class Clipping:
     def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
         values = [float(m.get("clipped_share", np.nan)) for m in measures]
         reasons: list[str | None] = [
-            f"clipping: {v:.4f} of the samples at full scale > {self.max_share}" if np.isfinite(v) and v > self.max_share
-            else None for v in values]
+            f"clipping: {v:.4f} of the samples at full scale > {self.max_share}"
+            if np.isfinite(v) and v > self.max_share else None for v in values]
         everyone = Threshold("all", float(np.nanmedian(values)) if values else float("nan"), 0.0, None,
                              self.max_share, int(np.isfinite(values).sum()))
         return Decision("clipping", "share of samples at full scale", values, reasons, [everyone])

@@ -86,7 +86,8 @@ def _rows(records: Iterator[dict[str, Any]], audio_col: str, columns: Sequence[s
           languages: Sequence[str] | None) -> Iterator[Item | Rejection]:
     text_col = _pick(columns, TEXT_COLUMNS)
     if text_col is None:
-        raise DataError(f"{where}: no text column (looked for {', '.join(TEXT_COLUMNS)}; columns: {', '.join(columns)})")
+        raise DataError(f"{where}: no text column (looked for {', '.join(TEXT_COLUMNS)}; "
+                        f"columns: {', '.join(columns)})")
     speaker_col, language_col, id_col = (_pick(columns, c) for c in (SPEAKER_COLUMNS, LANGUAGE_COLUMNS, ID_COLUMNS))
     for row, record in enumerate(records):
         value = record.get(audio_col) or {}

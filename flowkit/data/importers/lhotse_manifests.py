@@ -110,7 +110,8 @@ def _cuts(lhotse: Any, manifest: Path) -> tuple[Any, list[Rejection]]:
     except Exception as exc:
         raise DataError(f"{manifest}: not a readable Lhotse manifest ({type(exc).__name__}: {exc})") from None
     if not isinstance(loaded, lhotse.CutSet):
-        raise DataError(f"{manifest}: a Lhotse {type(loaded).__name__}, not cuts; give a cuts manifest or the recordings one")
+        raise DataError(f"{manifest}: a Lhotse {type(loaded).__name__}, not cuts; "
+                        "give a cuts manifest or the recordings one")
     return loaded, orphans
 
 
@@ -150,7 +151,8 @@ def read_lhotse(
         for number, cut in enumerate(cuts, start=1):
             source = f"{manifest}:{number}"
             if not isinstance(cut, MonoCut):
-                yield Rejection(cut.id, "unsupported_cut", f"a {type(cut).__name__}; only single-recording cuts are read", source)
+                yield Rejection(cut.id, "unsupported_cut",
+                                f"a {type(cut).__name__}; only single-recording cuts are read", source)
                 continue
             if not cut.supervisions:
                 yield Rejection(cut.id, "no_supervision", "the cut has no supervision (no text)", source)
@@ -183,7 +185,8 @@ def read_lhotse(
                 fields = {
                     "id": segment_id, "text": sup.text or "", "speaker": sup.speaker or "",
                     "language": sup.language or "",  # mapped by item_from_fields ("English" -> "en")
-                    "emotion": str(custom.get("emotion", "") or ""), "intensity": str(custom.get("intensity", "") or ""),
+                    "emotion": str(custom.get("emotion", "") or ""),
+                    "intensity": str(custom.get("intensity", "") or ""),
                     "split": str(custom.get("split", "") or ""),
                 }
                 yield item_from_fields(fields, audio, source, default_speaker or manifest.parent.name,

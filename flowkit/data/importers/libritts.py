@@ -53,8 +53,9 @@ def _transcript(stem: str, segment_id: str) -> tuple[str, Rejection | None]:
         try:
             text = raw.decode("utf-8-sig").strip()
         except UnicodeDecodeError as exc:
-            return "", Rejection(segment_id, "bad_encoding", f"{candidate.name} is not UTF-8: byte 0x{raw[exc.start]:02x} "
-                                 f"at byte {exc.start + 1}; save it as UTF-8", str(candidate))
+            return "", Rejection(segment_id, "bad_encoding", f"{candidate.name} is not UTF-8: "
+                                 f"byte 0x{raw[exc.start]:02x} at byte {exc.start + 1}; save it as UTF-8",
+                                 str(candidate))
         if text:
             return text, None
     return "", None

@@ -83,7 +83,8 @@ def latent_digest(latents: np.ndarray) -> bytes:
 def segment_hash(latents_digest: bytes, meta: dict[str, Any]) -> bytes:
     """sha256 of one segment: its latent digest and its canonical metadata JSON."""
     meta = {k: v for k, v in meta.items() if k in _HASHED_FIELDS}
-    return hashlib.sha256(latents_digest + json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8")).digest()
+    return hashlib.sha256(latents_digest
+                          + json.dumps(meta, sort_keys=True, ensure_ascii=False).encode("utf-8")).digest()
 
 
 def fingerprint_seed(encoder: dict[str, Any], latent_dtype: str) -> str:

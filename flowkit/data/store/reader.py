@@ -102,7 +102,8 @@ class StoreReader:
     """A validated, read-only view of one store's committed segments.
 
     ``lengths`` ``[n]`` int64 frames per segment, ``offsets`` ``[n + 1]``, ``strings``
-    (name -> `flowkit.data.columns.StringColumn`, a sequence of str decoded on access), ``numeric`` (name -> array ``[n]``), ``units`` ``[total_units 4]``
+    (name -> `flowkit.data.columns.StringColumn`, a sequence of str decoded on access), ``numeric`` (name -> array
+    ``[n]``), ``units`` ``[total_units 4]``
     with ``unit_offsets`` ``[n + 1]``. `read` returns float32 latents.
     """
 
@@ -130,7 +131,8 @@ class StoreReader:
         if not path.exists():
             raise _fail(path, "no such store (check the path; build one with `flowkit prepare`)")
         if path.name.endswith(PARTIAL_SUFFIX) or (path / PARTIAL_MARKER).exists():
-            raise _fail(path, "incomplete store left by an interrupted prepare; rerun the same `flowkit prepare` command")
+            raise _fail(path, "incomplete store left by an interrupted prepare; "
+                        "rerun the same `flowkit prepare` command")
         meta_file = path / "zarr.json"
         if not path.is_dir() or not meta_file.is_file():
             raise _fail(path, "not a zarr v3 store (no zarr.json); build one with `flowkit prepare`")
@@ -145,7 +147,8 @@ class StoreReader:
             raise _fail(path, "a zarr group but not a flowkit latent store (no flowkit_format attribute)")
         version = attrs_.get("format_version")
         if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise _fail(path, f"store format version {version} is newer than this flowkit reads ({FORMAT_VERSION}); upgrade flowkit")
+            raise _fail(path, f"store format version {version} is newer than this flowkit reads ({FORMAT_VERSION}); "
+                        "upgrade flowkit")
         if attrs_.get("complete") is not True:
             raise _fail(path, "incomplete store (no completion marker); rerun the `flowkit prepare` that wrote it")
         try:
@@ -170,7 +173,8 @@ class StoreReader:
         try:
             array = group[name]
         except KeyError:
-            raise _fail(self.path, f"missing array {name!r}; the store is damaged, rebuild it with `flowkit prepare`") from None
+            raise _fail(self.path,
+                        f"missing array {name!r}; the store is damaged, rebuild it with `flowkit prepare`") from None
         if str(array.dtype) != dtype:
             raise _fail(self.path, f"array {name!r} has dtype {array.dtype}, expected {dtype}")
         if array.ndim != ndim:
@@ -183,14 +187,16 @@ class StoreReader:
             direct = _read_direct(self.path / name, array, stop)
             values = direct if direct is not None else np.asarray(array[:stop])
         except Exception as exc:
-            raise _fail(self.path, f"cannot read array {name!r} ({type(exc).__name__}: {exc}); the store is damaged, rebuild it with `flowkit prepare`") from None
+            raise _fail(self.path, f"cannot read array {name!r} ({type(exc).__name__}: {exc}); the store is damaged, "
+                        "rebuild it with `flowkit prepare`") from None
         self._meta_crc[name] = checksums.crc32_of(values)
         return values
 
     def _offsets(self, group: Any, name: str, n: int, limit: int) -> np.ndarray:
         array = self._array(group, name, "int64")
         if array.shape[0] < n + 1:
-            raise _fail(self.path, f"metadata length mismatch: {name!r} has {array.shape[0]} entries for {n} segments (expected {n + 1})")
+            raise _fail(self.path, f"metadata length mismatch: {name!r} has {array.shape[0]} entries for {n} segments "
+                        f"(expected {n + 1})")
         values = self._values(array, name, n + 1)
         steps = np.diff(values)
         if values[0] != 0 or (steps < 0).any():
@@ -209,13 +215,15 @@ class StoreReader:
             self.sample_rate = int(a["sample_rate"])
             self.chunk_frames = int(a["layout"]["latents_chunk_frames"])
         except (KeyError, TypeError, ValueError) as exc:
-            raise _fail(self.path, f"store attributes lack or garble {exc}; rebuild it with `flowkit prepare`") from None
+            raise _fail(self.path,
+                        f"store attributes lack or garble {exc}; rebuild it with `flowkit prepare`") from None
         self.n_segments = n
         latents = group["latents"] if "latents" in group else None
         if latents is None:
             raise _fail(self.path, "missing array 'latents'; the store is damaged, rebuild it with `flowkit prepare`")
         if str(latents.dtype) not in LATENT_DTYPES or latents.ndim != 2:
-            raise _fail(self.path, f"array 'latents' has dtype {latents.dtype} and {latents.ndim} dims, expected 2-d float16/float32")
+            raise _fail(self.path, f"array 'latents' has dtype {latents.dtype} and {latents.ndim} dims, "
+                        "expected 2-d float16/float32")
         if latents.shape[1] != self.latent_dim:
             raise _fail(self.path, f"latents have {latents.shape[1]} channels but latent_dim is {self.latent_dim}")
         self.latent_dtype = np.dtype(str(latents.dtype))
@@ -259,7 +267,8 @@ class StoreReader:
         self.units, self.unit_offsets = version.units, version.unit_offsets
         self.numeric["has_units"] = version.has_units
         self.numeric["units_estimated"] = version.units_estimated
-        self.attrs = {**self.attrs, "fingerprint": record["fingerprint"], "prepare_fingerprint": self.attrs["fingerprint"]}
+        self.attrs = {**self.attrs, "fingerprint": record["fingerprint"],
+                      "prepare_fingerprint": self.attrs["fingerprint"]}
         self.timings = self.attrs["timings"]["active"]
 
     def _check_files(self) -> None:
@@ -269,8 +278,8 @@ class StoreReader:
         if sums is not None:
             for name, crc in sorted(sums.get("arrays", {}).items()):
                 if self._meta_crc.get(name) != crc:
-                    raise _fail(self.path, f"metadata array {name!r} fails its checksum (crc32 {self._meta_crc.get(name, 0):08x}, "
-                                f"{crc:08x} at prepare); {damaged}")
+                    raise _fail(self.path, f"metadata array {name!r} fails its checksum "
+                                f"(crc32 {self._meta_crc.get(name, 0):08x}, {crc:08x} at prepare); {damaged}")
         total = int(self.offsets[-1])
         count = self._n_chunks = checksums.n_chunks(self.chunk_frames, total)
         if sums is not None and len(sums["latent_chunks"]) != count:
@@ -285,8 +294,8 @@ class StoreReader:
                 size = file.stat().st_size
             except FileNotFoundError:
                 start, end = checksums.chunk_rows(k, self.chunk_frames, total)
-                raise _fail(self.path, f"latent chunk {k} ({file.relative_to(self.path)}, frames {start}-{end}) is missing "
-                            f"(it would read as zeros); {damaged}") from None
+                raise _fail(self.path, f"latent chunk {k} ({file.relative_to(self.path)}, frames {start}-{end}) "
+                            f"is missing (it would read as zeros); {damaged}") from None
             want = sums["latent_chunks"][k][0] if sums is not None else None
             short = (checksums.chunk_rows(k, self.chunk_frames, total)[1] - k * self.chunk_frames) * row_bytes
             if (want is not None and size != want) or size < short:
@@ -377,8 +386,8 @@ class StoreReader:
             fd = self._fd(chunk)
             piece = flat[(pos - start) * row_bytes : (stop - start) * row_bytes]
             if fd is None:  # present at open, deleted since
-                raise _fail(self.path, f"latent chunk {chunk} ({chunk_file(self.path, chunk).relative_to(self.path)}) is "
-                            "missing; the store is damaged; rebuild it by re-running `flowkit prepare`")
+                raise _fail(self.path, f"latent chunk {chunk} ({chunk_file(self.path, chunk).relative_to(self.path)}) "
+                            "is missing; the store is damaged; rebuild it by re-running `flowkit prepare`")
             got = os.preadv(fd, [piece], (pos - chunk * c) * row_bytes)
             if got != piece.nbytes:
                 raise _fail(self.path, f"latents chunk {chunk} is truncated; the store is damaged")
@@ -498,7 +507,8 @@ def verify_store(reader: StoreReader) -> int:
     if reader._sums is None:
         if recompute_fingerprint(reader) != reader.attrs["fingerprint"]:
             raise _fail(reader.path, "its contents no longer match its fingerprint (it has no per-chunk checksums: "
-                        "prepared by an older flowkit); the store is damaged; rebuild it by re-running `flowkit prepare`")
+                        "prepared by an older flowkit); the store is damaged; "
+                        "rebuild it by re-running `flowkit prepare`")
         return 0
     count = checksums.n_chunks(reader.chunk_frames, int(reader.offsets[-1]))
     for k in range(count):

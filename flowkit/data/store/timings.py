@@ -95,7 +95,8 @@ def read_active(path: Path, attrs: dict[str, Any], n_segments: int) -> tuple[Tim
     if name == PREPARE:
         return None
     record = versions(attrs).get(name)
-    fix = f"rerun `flowkit align write {path} --run RUN`, or serve prepare's timings: `flowkit align use {path} prepare`"
+    fix = (f"rerun `flowkit align write {path} --run RUN`, "
+           f"or serve prepare's timings: `flowkit align use {path} prepare`")
     if record is None:
         raise DataError(f"{path}: the active timings {name!r} are not among its versions; {fix}")
     if int(record.get("n_segments", -1)) != n_segments:

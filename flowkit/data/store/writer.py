@@ -129,7 +129,8 @@ class StoreWriter:
         group.create_array("units", shape=(0, 4), chunks=(METADATA_CHUNK, 4), dtype="int32", fill_value=0, **meta)
         for name in STRING_FIELDS:
             group.create_array(name, shape=(0,), chunks=(BLOB_CHUNK,), dtype="uint8", fill_value=0, **meta)
-            group.create_array(f"{name}_offsets", shape=(1,), chunks=(METADATA_CHUNK,), dtype="int64", fill_value=0, **meta)
+            group.create_array(f"{name}_offsets", shape=(1,), chunks=(METADATA_CHUNK,), dtype="int64", fill_value=0,
+                               **meta)
         for name, dtype in SEGMENT_ARRAYS.items():
             group.create_array(name, shape=(0,), chunks=(METADATA_CHUNK,), dtype=dtype, fill_value=0, **meta)
         encoder = {"name": encoder_name, "params": encoder_params}

@@ -161,7 +161,8 @@ class ProbeRunner:
         """The ``probe_ceiling`` values: WER/CER, SIM and DNSMOS of the ground truth, vocoded
         and raw, and the ``judges`` that scored them."""
         started = time.perf_counter()
-        _announce(f"the ceiling: {len(self.sentences)} sentences' ground truth through the vocoder and as recorded", self.settings.asr)
+        _announce(f"the ceiling: {len(self.sentences)} sentences' ground truth through the vocoder and as recorded",
+                  self.settings.asr)
         with isolated_global_rng():
             out = ceiling_values(self._judges, self._recordings, self.sentences, self._truth, self.vocoder,
                                  self.encoder)

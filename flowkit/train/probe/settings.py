@@ -128,7 +128,8 @@ class ProbeSettings:
         object.__setattr__(self, "quality", quality)
         object.__setattr__(self, "notes", tuple(n for n in (*notes, note_s, note_q) if n))
         if self.speaker is not None and not hasattr(self.speaker, "similarity"):
-            raise ConfigError(f"Probe.speaker = {self.speaker!r} is not a speaker judge; use @speaker.resemblyzer() or None")
+            raise ConfigError(f"Probe.speaker = {self.speaker!r} is not a speaker judge; "
+                              "use @speaker.resemblyzer() or None")
         if self.quality is not None and not hasattr(self.quality, "score"):
             raise ConfigError(f"Probe.quality = {self.quality!r} is not a quality judge; use @quality.dnsmos() or None")
         if self.split not in PROBE_SPLITS:
