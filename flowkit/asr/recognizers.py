@@ -20,6 +20,7 @@ soxr), are deterministic (fixed decoding, no sampling) and say what they are wit
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -97,7 +98,8 @@ class PocketSphinx:
             for key, value in (("hmm", self.model_dir), ("lm", self.lm), ("dict", self.dict)):
                 if value is not None:
                     if not Path(value).exists():
-                        raise ConfigError(f"asr.pocketsphinx.{'model_dir' if key == 'hmm' else key} = {value!r}: no such file or directory")
+                        name = "model_dir" if key == "hmm" else key
+                        raise ConfigError(f"asr.pocketsphinx.{name} = {value!r}: no such file or directory")
                     options[key] = str(value)
             self._decoder = pocketsphinx.Decoder(**options)
         return self._decoder
@@ -135,7 +137,8 @@ class PocketSphinx:
         model = "en-us (the pocketsphinx wheel's)" if self.model_dir is None else str(self.model_dir)
         if self.lm is not None:
             model += f", lm {self.lm}"
-        return {"name": "asr.pocketsphinx", "model": model, "version": f"pocketsphinx {installed_version('pocketsphinx')}"}
+        return {"name": "asr.pocketsphinx", "model": model,
+                "version": f"pocketsphinx {installed_version('pocketsphinx')}"}
 
 
 # ---- Whisper: where a model comes from ----
@@ -392,7 +395,8 @@ class Whisper:
             model, source = found.model, found.source
         except ConfigError:
             model, source = "none found", ""
-        return {"name": "asr.whisper", "model": model, "version": f"faster-whisper {installed_version('faster-whisper')}",
+        return {"name": "asr.whisper", "model": model,
+                "version": f"faster-whisper {installed_version('faster-whisper')}",
                 "source": source, "decoding": f"beam {self.beam_size}, temperature 0, {self.compute_type}, "
                                               f"at most {WHISPER_TOKENS_PER_SECOND} tokens/s"}
 
@@ -415,3 +419,36 @@ class Whisper:
                                        condition_on_previous_text=False, vad_filter=False,
                                        max_new_tokens=whisper_token_cap(len(x) / ASR_RATE))
         return " ".join(s.text.strip() for s in segments).strip()
+
+    def transcribe_many(self, audios: Sequence[np.ndarray], sample_rate: int, language: str = "en", *,
+                        gap_s: float = 2.0, window_s: float = 28.0) -> list[str]:
+        """The words heard in each of ``audios`` (each ``[samples]`` float at ``sample_rate``
+        Hz), clips packed several to a window (`flowkit.asr.packing`): consecutive clips
+        whose lengths and ``gap_s`` of silence between them fit in ``window_s`` seconds share
+        one window, decoded as `transcribe` decodes but with word timestamps; a longer clip
+        is transcribed alone.
+
+        Raises:
+            As `transcribe`.
+        """
+        from flowkit.asr.packing import assign_words, pack_windows, packed_audio
+
+        model = self._get_model()
+        lang = (language or "en").split("-")[0]
+        if self.located().english_only and lang != "en":
+            raise ConfigError(f"asr.whisper: {self.located().model} is English-only, not {language!r}; "
+                              "give a multilingual model (asr.whisper.model or model_dir)")
+        clips = [_mono16k(a, sample_rate) for a in audios]
+        out = [""] * len(clips)
+        for window in pack_windows([c.size / ASR_RATE for c in clips], gap_s=gap_s, window_s=window_s):
+            if len(window) == 1:
+                out[window[0]] = self.transcribe(clips[window[0]], ASR_RATE, lang)
+                continue
+            audio, spans = packed_audio([clips[i] for i in window], ASR_RATE, gap_s)
+            segments, _ = model.transcribe(audio, language=lang, beam_size=self.beam_size, temperature=0.0,
+                                           condition_on_previous_text=False, vad_filter=False, word_timestamps=True,
+                                           max_new_tokens=whisper_token_cap(audio.size / ASR_RATE))
+            words = [(w.start, w.end, w.word) for s in segments for w in (s.words or ())]
+            for i, text in zip(window, assign_words(words, spans), strict=True):
+                out[i] = text
+        return out

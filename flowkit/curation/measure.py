@@ -9,9 +9,14 @@ is measured again for that criterion only. ``DIR/judges.json`` records the judge
 criterion (model and package version); measures of another judge are refused, since a
 new model's CER or score does not compare with the old one's.
 
-Workers are spawned processes (`flowkit.data.workers.pool_map`), one clip at a time each
-on one thread: a clip's judges are small models whose threads would only contend with the
-other workers for the cores.
+Work goes out in chunks of `CHUNK` clips of one language, cut from the whole source in its
+order (so a run killed and run again measures the same chunks): a criterion that judges
+many clips at once (``measure_many``: the recogniser packs short clips into one window,
+`flowkit.asr.packing`) gets a chunk's clips together. A chunk's lines are appended together;
+a chunk that a kill left incomplete is measured again whole, so its clips are heard beside
+the same neighbours. Workers are spawned processes (`flowkit.data.workers.pool_map`), one
+chunk at a time each on one thread: a clip's judges are small models whose threads would
+only contend with the other workers for the cores.
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from typing import Any
 from flowkit.data.manifest import Item
 from flowkit.errors import ResumeError
 
-__all__ = ["JUDGES", "MEASURES", "measure_clips", "read_measures"]
+__all__ = ["CHUNK", "JUDGES", "MEASURES", "chunks", "measure_clips", "read_measures"]
 
 MEASURES = "measures.jsonl"
 JUDGES = "judges.json"
+CHUNK = 16  # clips per job: two Whisper windows of 2-3 s prompts
 
 _WORKER: dict[str, Any] = {}
 
@@ -70,20 +76,42 @@ def _init_worker(criteria: dict[str, Any]) -> None:
     _WORKER["criteria"] = criteria
 
 
-def _measure_one(job: tuple[Item, tuple[str, ...]]) -> dict[str, Any]:
-    """Every wanted criterion's measures of one clip (runs in a worker)."""
+def _measure_chunk(job: tuple[list[Item], tuple[str, ...]]) -> list[dict[str, Any]]:
+    """Every wanted criterion's measures of a chunk of clips (runs in a worker)."""
     from flowkit.curation.clips import load_clip
     from flowkit.data.audio import AudioError
 
-    item, wanted = job
-    try:
-        clip = load_clip(item)
-    except AudioError as exc:
-        return {"segment_id": item.segment_id, "error": {"reason": exc.reason, "detail": exc.detail}}
+    items, wanted = job
+    results: list[dict[str, Any]] = []
+    clips = []
+    for item in items:
+        try:
+            clips.append(load_clip(item))
+            results.append({"segment_id": item.segment_id, "measures": {}})
+        except AudioError as exc:
+            results.append({"segment_id": item.segment_id, "error": {"reason": exc.reason, "detail": exc.detail}})
+    measured = [r for r in results if "error" not in r]
+    for record, clip in zip(measured, clips, strict=True):
+        record["seconds"] = round(clip.audio.size / clip.sample_rate, 4)
     criteria = _WORKER["criteria"]
-    measures = {name: criteria[name].measure(clip) for name in wanted}
-    return {"segment_id": item.segment_id, "seconds": round(clip.audio.size / clip.sample_rate, 4),
-            "measures": measures}
+    for name in wanted:
+        criterion = criteria[name]
+        if hasattr(criterion, "measure_many"):
+            values = criterion.measure_many(clips)
+        else:
+            values = [criterion.measure(clip) for clip in clips]
+        for record, value in zip(measured, values, strict=True):
+            record["measures"][name] = value
+    return results
+
+
+def chunks(items: Sequence[Item], size: int = CHUNK) -> list[list[Item]]:
+    """``items`` cut into runs of at most ``size`` clips of one language: the languages in
+    order of first appearance, each language's clips in source order."""
+    by_language: dict[str, list[Item]] = {}
+    for item in items:
+        by_language.setdefault(item.language or "", []).append(item)
+    return [clips[i:i + size] for clips in by_language.values() for i in range(0, len(clips), size)]
 
 
 def _judges_of(criteria: dict[str, Any]) -> dict[str, Any]:
@@ -114,24 +142,25 @@ def _check_judges(out: Path, criteria: dict[str, Any]) -> None:
     atomic_write_json(path, {**old, **now})
 
 
-def _append(f: Any, record: dict[str, Any]) -> None:
-    f.write(json.dumps(record, ensure_ascii=False, sort_keys=True) + "\n")
+def _append(f: Any, records: list[dict[str, Any]]) -> None:
+    f.write("".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records))
     f.flush()
     os.fsync(f.fileno())
 
 
-def _results(jobs: list[tuple[Item, tuple[str, ...]]], criteria: dict[str, Any], workers: int) -> Iterator[dict]:
+def _results(jobs: list[tuple[list[Item], tuple[str, ...]]], criteria: dict[str, Any],
+             workers: int) -> Iterator[list[dict[str, Any]]]:
     if workers <= 1:
         from threadpoolctl import threadpool_limits
 
         _WORKER["criteria"] = criteria
         with threadpool_limits(1):
             for job in jobs:
-                yield _measure_one(job)
+                yield _measure_chunk(job)
         return
     from flowkit.data.workers import pool_map
 
-    yield from pool_map(_measure_one, jobs, workers, initializer=_init_worker, initargs=(criteria,), chunksize=2)
+    yield from pool_map(_measure_chunk, jobs, workers, initializer=_init_worker, initargs=(criteria,), chunksize=1)
 
 
 def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *, workers: int = 1,
@@ -155,22 +184,29 @@ def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *,
     done = read_measures(path, repair=True)
     names = tuple(criteria)
     jobs = []
-    for item in items:
-        record = done.get(item.segment_id)
-        missing = names if record is None else tuple(
-            n for n in names if "error" not in record and n not in record.get("measures", {}))
+    for chunk in chunks(items):
+        missing: set[str] = set()
+        for item in chunk:
+            record = done.get(item.segment_id)
+            if record is None:
+                missing.update(names)
+            elif "error" not in record:
+                missing.update(n for n in names if n not in record.get("measures", {}))
         if missing:
-            jobs.append((item, missing))
+            jobs.append((chunk, tuple(n for n in names if n in missing)))
+    todo = sum(len(chunk) for chunk, _ in jobs)
     started, audio_s = time.perf_counter(), 0.0
-    with Progress("curate", total=len(items), completed=len(items) - len(jobs), unit="clips",
+    with Progress("curate", total=len(items), completed=len(items) - todo, unit="clips",
                   plain_every=max(1, len(items) // 10), enabled=progress) as bar, sigterm_as_interrupt(), \
             open(path, "a", encoding="utf-8") as f, contextlib.closing(_results(jobs, criteria, workers)) as results:
-        for (item, _), result in zip(jobs, results, strict=True):
-            before = done.get(item.segment_id)
-            if before is not None and "measures" in result:  # measured again for new criteria only
-                result["measures"] = {**before.get("measures", {}), **result["measures"]}
-            _append(f, result)
-            done[item.segment_id] = result
-            audio_s += float(result.get("seconds", 0.0))
-            bar.update(1, xrt=audio_s / max(time.perf_counter() - started, 1e-9))
+        for (chunk, _), records in zip(jobs, results, strict=True):
+            for record in records:
+                before = done.get(record["segment_id"])
+                if before is not None and "measures" in record:  # measured again: keep what it had
+                    record["measures"] = {**before.get("measures", {}), **record["measures"]}
+                audio_s += float(record.get("seconds", 0.0))
+            _append(f, records)
+            for record in records:
+                done[record["segment_id"]] = record
+            bar.update(len(chunk), xrt=audio_s / max(time.perf_counter() - started, 1e-9))
     return done

@@ -1,7 +1,9 @@
 """`evaluate_seeds`: one eval per noise seed, then every figure with its 95 % interval.
 
 ``OUT/seed-<s>/`` holds a whole `flowkit.evaluation.run.evaluate` folder per seed (each
-resumable on its own, so a killed ``--seeds`` run continues where it stopped);
+resumable on its own, so a killed ``--seeds`` run continues where it stopped); the
+recordings' ceilings do not depend on the noise seed and are judged in the first seed's
+folder only;
 ``OUT/seeds.json`` holds, per kind of clip (generated, and the ceilings where judged), each
 figure's point estimate and bootstrap interval over utterances and seeds
 (`flowkit.evaluation.uncertainty`), with the protocol the figures depend on: judges (models
@@ -49,12 +51,15 @@ def _block(records: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
 
 def seed_figures(records_by_seed: Sequence[Sequence[dict[str, Any]]], *, seed: int = 0) -> dict[str, Any]:
     """``{kind: {figure: Interval.to_dict()}}`` from each seed's ``results.jsonl`` records
-    (utterances that every seed holds); a figure no record scores is left out."""
+    (utterances that every seed holds); the ceilings ("truth", "vocoded") from the seeds
+    that judged them; a figure no record scores is left out."""
     import numpy as np
 
     out: dict[str, Any] = {}
     for kind in ("generated", "truth", "vocoded"):
         blocks = [_block(records, kind)["records"] for records in records_by_seed]
+        if kind != "generated":
+            blocks = [b for b in blocks if b]
         if not blocks or not all(blocks):
             continue
         figures = {}
@@ -86,8 +91,9 @@ def evaluate_seeds(checkpoint: str | Path, testset: str | Path, out: str | Path 
     if out is None:
         raise ConfigError("--seeds writes one eval folder per seed under --out DIR; give --out")
     out = Path(out)
-    outcomes = [evaluate(checkpoint, testset, out / f"seed-{s}", settings=attrs.evolve(settings, seed=s), **kwargs)
-                for s in seeds]
+    outcomes = [evaluate(checkpoint, testset, out / f"seed-{s}", **kwargs,
+                         settings=attrs.evolve(settings, seed=s, ceilings=settings.ceilings and k == 0))
+                for k, s in enumerate(seeds)]
     records = [read_results(o.out / "results.jsonl") for o in outcomes]
     identity = json.loads((outcomes[0].out / IDENTITY).read_text(encoding="utf-8"))
     first = outcomes[0].summary
@@ -100,7 +106,8 @@ def evaluate_seeds(checkpoint: str | Path, testset: str | Path, out: str | Path 
             "vocoder": identity.get("vocoder"), "judges": identity.get("judges"), "language": identity.get("language"),
             "items": min(len(r) for r in records), "interval": "95 % percentile bootstrap over utterances and seeds",
         },
-        "per_seed": {str(s): o.summary.get("totals", {}).get("generated") for s, o in zip(seeds, outcomes, strict=True)},
+        "per_seed": {str(s): o.summary.get("totals", {}).get("generated")
+                     for s, o in zip(seeds, outcomes, strict=True)},
     }
     atomic_write_json(out / SEEDS_FILE, summary)
     return SeedsOutcome(out, seeds, summary)

@@ -78,6 +78,30 @@ def test_whisper_is_deterministic_and_takes_any_rate(whisper, clips) -> None:
     assert whisper.transcribe(np.zeros(0, np.float32), sr) == ""
 
 
+def test_packed_clips_are_heard_as_when_alone(whisper, clips) -> None:
+    texts = [c[0] for c in clips]
+    packed = whisper.transcribe_many([c[1] for c in clips], clips[0][2])
+    assert len(packed) == len(clips) and error_rates(texts, packed).wer <= WER_BOUND, packed
+    # each clip's words stay on it: every clip's own WER is at most one word in three
+    assert all(error_rates([t], [h]).wer <= 0.34 for t, h in zip(texts, packed, strict=True)), packed
+    # the order decides the windows, not the answer: the list reversed hears the same
+    backwards = whisper.transcribe_many([c[1] for c in clips[::-1]], clips[0][2])[::-1]
+    assert error_rates(texts, backwards).wer <= WER_BOUND, backwards
+
+
+def test_pack_windows_and_assign_words_on_a_fixed_layout() -> None:
+    from flowkit.asr.packing import assign_words, pack_windows, packed_audio
+
+    assert pack_windows([3.0, 4.0, 20.0, 31.0, 1.0], gap_s=2.0, window_s=28.0) == [[0, 1], [2], [3], [4]]
+    assert pack_windows([10.0, 8.0, 6.0], gap_s=2.0, window_s=28.0) == [[0, 1, 2]]
+    audio, spans = packed_audio([np.ones(16, np.float32), np.ones(8, np.float32)], 16, 0.5)
+    assert audio.size == 32 and spans == [(0.0, 1.0), (1.5, 2.0)] and audio[16:24].sum() == 0
+    words = [(0.1, 0.5, " one"), (0.9, 1.3, " two"), (1.3, 1.45, " gap"), (1.6, 1.9, " three")]
+    assert assign_words(words, spans) == ["one two", "gap three"]  # midpoints 1.1 and 1.375: nearest span
+    with pytest.raises(ValueError, match="gap_s"):
+        pack_windows([1.0], gap_s=-1.0, window_s=28.0)
+
+
 def test_the_shipped_model_is_found_and_described(whisper) -> None:
     import faster_whisper
 
@@ -136,7 +160,8 @@ def test_default_recognizer_falls_back_to_pocketsphinx(tmp_path: Path, monkeypat
         default_recognizer("fr")
     monkeypatch.undo()
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faster_whisper" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "faster_whisper" else real(name, *a))
     assert "needs the faster-whisper package" in whisper_unavailable()
     assert default_recognizer().describe()["name"] == "asr.pocketsphinx"
 

@@ -44,5 +44,8 @@ def noisy(audio: np.ndarray, snr_db: float, seed: int = 0) -> np.ndarray:
 
 
 def decide(criterion, clips: list[ClipAudio]):
-    """``criterion``'s `Decision` on ``clips`` measured one by one."""
+    """``criterion``'s `Decision` on ``clips`` measured as a curation measures them: together
+    where the criterion measures many at once, else one by one."""
+    if hasattr(criterion, "measure_many"):
+        return criterion.decide([c.info for c in clips], criterion.measure_many(clips))
     return criterion.decide([c.info for c in clips], [criterion.measure(c) for c in clips])

@@ -76,13 +76,30 @@ def test_transcript_cer_flags_swapped_transcripts_and_skips_languages_it_does_no
     assert judge["en"]["model"].endswith("tiny.en") and judge["other"]["model"].endswith("faster-whisper-base")
 
 
-def test_dnsmos_flags_a_clip_under_noise_at_0_db(allison_en) -> None:
+def test_dnsmos_flags_clips_under_noise_and_scores_only_what_the_screen_lets_through(allison_en) -> None:
     clips = list(allison_en)
     clips[7] = with_audio(clips[7], noisy(clips[7].audio, 0.0))
-    d = decide(_build("dnsmos"), clips)
-    assert [i for i, r in enumerate(d.reasons) if r] == [7], d.values
-    # measured on these clips: clean BAK 3.9-4.1, the noisy copy under 2 (the cap of 3 is far from both)
-    assert min(v for i, v in enumerate(d.values) if i != 7) > 3.0 and d.values[7] < 2.5
+    clips[3] = with_audio(clips[3], noisy(clips[3].audio, 10.0))
+    every = decide(_build("dnsmos", screen_db=None), clips)
+    assert [i for i, r in enumerate(every.reasons) if r] == [3, 7], every.values
+    # measured on these clips: clean BAK 3.5-4.0, the noisy copies under 1.7 (the cap of 2 is far from both)
+    assert min(v for i, v in enumerate(every.values) if i not in (3, 7)) > 3.0
+    assert max(every.values[3], every.values[7]) < 2.0
+    screened = decide(_build("dnsmos"), clips)  # the screen: only the two noisy clips go to the model
+    assert [i for i, r in enumerate(screened.reasons) if r] == [3, 7], screened.values
+    assert [i for i, v in enumerate(screened.values) if np.isfinite(v)] == [3, 7]
+    assert screened.values[3:8:4] == every.values[3:8:4] and any("11 clips not scored" in n for n in screened.notes)
+
+
+def test_the_energy_range_falls_with_the_noise(allison_en) -> None:
+    from flowkit.curation.criteria.quality import energy_range_db
+
+    for clip in allison_en:
+        sr = clip.sample_rate
+        clean, at10, at0 = (energy_range_db(a, sr)
+                            for a in (clip.audio, noisy(clip.audio, 10.0), noisy(clip.audio, 0.0)))
+        assert clean >= 20.0 > at10 > at0, (clip.info.segment_id, clean, at10, at0)
+    assert energy_range_db(np.zeros(50, np.float32), 16000) == 0.0
 
 
 def test_speaker_centroid_flags_another_voice_under_the_label() -> None:

@@ -5,11 +5,13 @@ judges' own criteria are tested in test_criteria.py."""
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 
 import pytest
 
 from flowkit import registry
+from flowkit.curation.criteria.base import Decision
 from flowkit.curation.run import Curation, curate
 from flowkit.errors import DataError
 
@@ -52,24 +54,59 @@ def test_curate_writes_the_lists_and_the_page(tmp_path, demo_clips) -> None:
     assert (src / "metadata.csv").read_text().count("\n") == 40  # the source is only read
 
 
+class Neighbours:
+    """A criterion whose measure of a clip depends on the clips measured with it (as a packed
+    recogniser's words do): the ids of its batch, hashed."""
+
+    def measure_many(self, clips) -> list[dict]:
+        batch = zlib.crc32("|".join(c.info.segment_id for c in clips).encode()) % 1000
+        return [{"batch": batch, "position": i} for i in range(len(clips))]
+
+    def measure(self, clip) -> dict:  # pragma: no cover - measure_many is used
+        raise AssertionError("measured alone")
+
+    def decide(self, clips, measures) -> Decision:
+        values = [float(m["batch"] * 100 + m["position"]) for m in measures]
+        return Decision("neighbours", "batch", values, [None] * len(values), [])
+
+    def describe(self) -> dict:
+        return {"name": "neighbours", "judge": None}
+
+
+def _with_neighbours() -> Curation:
+    return Curation(criteria=[*_settings().criteria, Neighbours()], workers=1, examples=2)
+
+
 def test_a_killed_curation_run_again_gives_the_same_list(tmp_path, demo_clips, interrupt_after) -> None:
     from flowkit.curation import measure
 
     src = _source(tmp_path, demo_clips)
     whole = tmp_path / "whole"
-    curate([src], whole, settings=_settings(), progress=False)
+    curate([src], whole, settings=_with_neighbours(), progress=False)
     cut = tmp_path / "cut"
-    interrupt_after(measure, 7)
+    interrupt_after(measure, 1)  # after the first chunk's lines
     with pytest.raises(KeyboardInterrupt):
-        curate([src], cut, settings=_settings(), progress=False)
-    assert len((cut / "measures.jsonl").read_text().splitlines()) == 7
+        curate([src], cut, settings=_with_neighbours(), progress=False)
+    lines = (cut / "measures.jsonl").read_text().splitlines(keepends=True)
+    assert len(lines) == measure.CHUNK
     assert not (cut / "keep.lst").exists()
-    with open(cut / "measures.jsonl", "a") as f:  # a kill in the middle of a line
-        f.write('{"segment_id": "allison_en_digits')
-    outcome = curate([src], cut, settings=_settings(), progress=False)
-    assert outcome.measured_now == 40 - 7
+    # a kill in the middle of the chunk's write: 5 of its lines, then half a line
+    kept = 5
+    (cut / "measures.jsonl").write_text("".join(lines[:kept]) + '{"segment_id": "allison_en_digits')
+    outcome = curate([src], cut, settings=_with_neighbours(), progress=False)
+    assert outcome.measured_now == 40 - kept
     for name in ("keep.lst", "decisions.jsonl", "decisions.csv"):
         assert (cut / name).read_text() == (whole / name).read_text(), name
+
+
+def test_chunks_hold_one_language_in_source_order() -> None:
+    from flowkit.curation.measure import chunks
+    from flowkit.data.manifest import Item
+
+    items = [Item(segment_id=f"c{i}", audio=Path("x.wav"), text="t", speaker="s", language="en" if i % 3 else "es")
+             for i in range(10)]
+    got = [[i.segment_id for i in c] for c in chunks(items, 3)]
+    assert got == [["c0", "c3", "c6"], ["c9"], ["c1", "c2", "c4"], ["c5", "c7", "c8"]]
 
 
 def test_prepare_keeps_only_the_listed_clips(tmp_path, demo_clips) -> None:

@@ -113,9 +113,10 @@ def test_seeds_end_to_end_and_the_comparison(tmp_path: Path) -> None:
     (tmp_path / "run" / "config.gin").write_text("include 'debug.gin'\n")
     rel = os.path.relpath(clips, tmp_path)
     meta = tmp_path / "meta.lst"
-    meta.write_text("".join(f"{u}|{pt}|{rel}/{p}.flac|{t}\n" for u, p, pt, t in lines))
+    # each target's recording: the prompt's (the ceilings' judge is a stand-in)
+    meta.write_text("".join(f"{u}|{pt}|{rel}/{p}.flac|{t}|{rel}/{p}.flac\n" for u, p, pt, t in lines))
     judges = Judges(asr=_ASR(), quality=_Quality())
-    settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False)
+    settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=True)
     done = evaluate_seeds(tmp_path / "run", meta, tmp_path / "ev", [7, 8], settings=settings, judges=judges,
                           progress=False)
     saved = json.loads((tmp_path / "ev" / SEEDS_FILE).read_text())
@@ -129,6 +130,13 @@ def test_seeds_end_to_end_and_the_comparison(tmp_path: Path) -> None:
     # every seed hears "you are now muted": 4 edits (2 substituted, 2 inserted) + 0 + 4 (3 + 1) over 2 + 4 + 3 words
     assert wer["mean"] == pytest.approx(8 / 9) and wer["low"] < wer["mean"] < wer["high"]
     assert wer["seeds"] == 2 and wer["utterances"] == 3
+    # the recordings do not depend on the noise seed: judged once, in the first seed's folder
+    def truth(seed: int) -> list:
+        lines = (tmp_path / "ev" / f"seed-{seed}" / "results.jsonl").read_text().splitlines()
+        return [json.loads(x).get("truth") for x in lines]
+
+    first, again = truth(7), truth(8)
+    assert all(first) and not any(again) and saved["figures"]["truth"]["wer"]["seeds"] == 1
     dnsmos = saved["figures"]["generated"]["dnsmos"]
     assert dnsmos["low"] <= dnsmos["mean"] <= dnsmos["high"]
     rows = compare_seed_files(saved, saved)

