@@ -5,9 +5,10 @@ sec. 2.2), so a 2 s prompt costs as much as 30 s of speech, and on a CPU the enc
 tiny.en's time on such a prompt. Judging a corpus of prompts, `pack_windows` lays
 several clips in one window with ``gap_s`` of silence between them, Whisper transcribes the
 window with word timestamps, and `assign_words` gives each word to the clip whose span holds
-the word's midpoint (the nearest span when it falls in a gap). A gap of 2 s keeps the
-words on their own clip: at 1 s the end of one prompt was heard as the start of the next
-(figures: docs/performance.md, "Curation").
+the word's midpoint (the nearest span when it falls in a gap). A gap of 2 s keeps most
+words on their own clip: at 1 s the end of one prompt was often heard as the start of the
+next (figures: docs/performance.md, "Curation"); a caller that acts on a clip's words
+checks the suspicious ones alone (`flowkit.curation.criteria.transcript`).
 
 A clip's words then depend on its neighbours in the window: the layout is a function of the
 clips' order and lengths only, so the same clips in the same order give the same words.

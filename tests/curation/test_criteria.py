@@ -114,3 +114,29 @@ def test_speaker_centroid_flags_another_voice_under_the_label() -> None:
     assert [i for i, r in enumerate(d.reasons) if r] == [len(clips) - 1], (d.values, d.reasons)
     assert "nearer speaker carlo's centroid than june's" in d.reasons[-1]
     assert d.values[-1] > 0 > max(d.values[:-1])  # the margin: own distance less the nearest other's
+
+
+def test_a_packed_hearing_that_could_drop_a_clip_is_heard_again_alone(allison_en) -> None:
+    from flowkit.curation.criteria.transcript import TranscriptCER
+
+    class Drifting:
+        """Packed, the second clip's words drift to the first (as a late word timestamp does)."""
+
+        languages = ("en",)
+
+        def transcribe_many(self, audios, sample_rate, language, *, gap_s):
+            texts = [c.info.text for c in allison_en[: len(audios)]]
+            return [texts[0] + " " + texts[1], "", *texts[2:]]
+
+        def transcribe(self, audio, sample_rate, language):
+            return next(c.info.text for c in allison_en if c.audio is audio)
+
+        def describe(self):
+            return {"name": "asr.drifting"}
+
+    clips = list(allison_en)
+    got = TranscriptCER(asr=Drifting()).measure_many(clips)
+    assert [m["cer"] for m in got] == [0.0] * len(clips)  # both heard again alone: right
+    assert "packed" in got[0] and got[1]["packed"] == "" and "packed" not in got[2]
+    alone = TranscriptCER(asr=Drifting(), pack_gap_s=None).measure_many(clips)
+    assert [m["hypothesis"] for m in alone] == [c.info.text for c in clips]

@@ -95,7 +95,11 @@ class TranscriptCER:
 
     def measure_many(self, clips: Sequence[Any]) -> list[dict[str, Any]]:
         """`measure` of each of ``clips``; with ``pack_gap_s`` set, the clips of one language
-        and sample rate go to the recogniser's ``transcribe_many`` together, in their order."""
+        and sample rate go to the recogniser's ``transcribe_many`` together, in their order,
+        and a clip whose packed hearing scores a CER above ``floor`` is heard again alone
+        (its measure then keeps the packed words as ``"packed"``): a word's timestamp can
+        drift across the gap to a neighbour, and only a CER above ``floor`` can drop a clip,
+        so every clip this criterion drops was judged as `measure` judges it."""
         out: list[dict[str, Any] | None] = [None] * len(clips)
         batches: dict[tuple[str, int], list[int]] = {}
         for i, clip in enumerate(clips):
@@ -109,7 +113,11 @@ class TranscriptCER:
             heard = self.recognizer(language).transcribe_many([clips[i].audio for i in index], rate, language,
                                                               gap_s=float(self.pack_gap_s))
             for i, hypothesis in zip(index, heard, strict=True):
-                out[i] = _scored(clips[i], hypothesis)
+                scored = _scored(clips[i], hypothesis)
+                if scored["cer"] is not None and scored["cer"] > self.floor:
+                    # a word can drift to a neighbour in the window: what may be dropped is heard alone
+                    scored = {**self.measure(clips[i]), "packed": hypothesis}
+                out[i] = scored
         return [o for o in out if o is not None]
 
     def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
