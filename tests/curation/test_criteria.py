@@ -140,3 +140,17 @@ def test_a_packed_hearing_that_could_drop_a_clip_is_heard_again_alone(allison_en
     assert "packed" in got[0] and got[1]["packed"] == "" and "packed" not in got[2]
     alone = TranscriptCER(asr=Drifting(), pack_gap_s=None).measure_many(clips)
     assert [m["hypothesis"] for m in alone] == [c.info.text for c in clips]
+
+
+def test_a_speaker_of_a_few_clips_is_no_other_voice_to_be_near() -> None:
+    from flowkit.curation.criteria.speaker import centroid_distances
+
+    rng = np.random.default_rng(0)
+    a, c = np.eye(8)[0], np.eye(8)[1]
+    voices = [a] * 20 + [c] * 20 + [a, a]  # "b": two clips, both of a's voice (one mislabelled corpus line)
+    emb = np.stack([v + 0.05 * rng.standard_normal(8) for v in voices])
+    labels = ["a"] * 20 + ["c"] * 20 + ["b", "b"]
+    own, margin, nearest = centroid_distances(emb, labels)
+    assert (margin[:40] < 0).all() and set(nearest[:20]) == {"c"}  # b's centroid is not a's rival
+    _, counted, _ = centroid_distances(emb, labels, min_clips=1)
+    assert (counted[:20] > 0).sum() >= 5  # with b counted, a's own clips lie "nearer" b: what the rule prevents

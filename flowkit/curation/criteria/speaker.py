@@ -8,7 +8,9 @@ second leaves the farthest quarter out). Two measures follow: a clip's cosine di
 its own speaker's centroid, and its *margin*: that distance less the distance to the
 nearest other speaker's centroid. A clip of another voice of the corpus under this label
 lies nearer that voice's centroid (margin > 0); a clip of this voice, however short and
-noisy its embedding, lies nearer its own.
+noisy its embedding, lies nearer its own. Only speakers with at least `MIN_GROUP` embedded
+clips count as the other voice: the centroid of two or three clips, one of them mislabelled,
+is as near any voice's clips as its own.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flowkit.curation.criteria.base import Decision, Threshold, by_group, robust_bounds
+from flowkit.curation.criteria.base import MIN_GROUP, Decision, Threshold, by_group, robust_bounds
 from flowkit.registry import register
 
 __all__ = ["SpeakerCentroid", "centroid_distances", "centroids"]
@@ -53,11 +55,17 @@ def centroids(embeddings: np.ndarray, labels: Sequence[str]) -> dict[str, np.nda
     return out
 
 
-def centroid_distances(embeddings: np.ndarray, labels: Sequence[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def centroid_distances(embeddings: np.ndarray, labels: Sequence[str], *,
+                       min_clips: int = MIN_GROUP) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Per clip: cosine distance to its label's centroid ``[clips]``, the margin (that less
-    the distance to the nearest other label's centroid; nan with one label) ``[clips]``, and
-    that nearest other label ("" with one label). nan for an all-zero embedding."""
+    the distance to the nearest other label's centroid, among labels with at least
+    ``min_clips`` embedded clips; nan where there is none) ``[clips]``, and that nearest
+    other label (""). nan for an all-zero embedding."""
     cents = centroids(embeddings, labels)
+    valid = np.linalg.norm(embeddings, axis=1) > 0 if len(labels) else np.zeros(0, bool)
+    counts: dict[str, int] = {}
+    for label, ok in zip(labels, valid, strict=True):
+        counts[label] = counts.get(label, 0) + int(ok)
     n = len(labels)
     own, margin, nearest = np.full(n, np.nan), np.full(n, np.nan), [""] * n
     for k, (e, label) in enumerate(zip(embeddings, labels, strict=True)):
@@ -65,7 +73,8 @@ def centroid_distances(embeddings: np.ndarray, labels: Sequence[str]) -> tuple[n
             continue
         u = _unit(e)
         own[k] = 1.0 - float(u @ cents[label])
-        others = {other: 1.0 - float(u @ c) for other, c in cents.items() if other != label}
+        others = {other: 1.0 - float(u @ c) for other, c in cents.items()
+                  if other != label and counts.get(other, 0) >= min_clips}
         if others:
             nearest[k] = min(others, key=lambda o: others[o])
             margin[k] = own[k] - others[nearest[k]]
