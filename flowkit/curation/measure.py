@@ -34,7 +34,7 @@ __all__ = ["CHUNK", "JUDGES", "MEASURES", "chunks", "measure_clips", "read_measu
 
 MEASURES = "measures.jsonl"
 JUDGES = "judges.json"
-CHUNK = 16  # clips per job: two Whisper windows of 2-3 s prompts
+CHUNK = 16  # clips per job: about three packed Whisper windows of 2-3 s prompts
 
 _WORKER: dict[str, Any] = {}
 
