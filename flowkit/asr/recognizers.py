@@ -400,6 +400,18 @@ class Whisper:
                 "source": source, "decoding": f"beam {self.beam_size}, temperature 0, {self.compute_type}, "
                                               f"at most {WHISPER_TOKENS_PER_SECOND} tokens/s"}
 
+    def _language(self, language: str) -> str:
+        """``language``'s ISO 639-1 code (``"en-US"`` -> ``"en"``).
+
+        Raises:
+            ConfigError: a language other than English for an English-only model.
+        """
+        lang = (language or "en").split("-")[0]
+        if self.located().english_only and lang != "en":
+            raise ConfigError(f"asr.whisper: {self.located().model} is English-only, not {language!r}; "
+                              "give a multilingual model (asr.whisper.model or model_dir)")
+        return lang
+
     def transcribe(self, audio: np.ndarray, sample_rate: int, language: str = "en") -> str:
         """The words heard in ``audio [samples]`` (float in [-1, 1], any rate) in ``language``.
 
@@ -407,11 +419,7 @@ class Whisper:
             ConfigError: no model found (or ``model_dir`` without one), faster-whisper not
                 installed, or ``language`` other than English for an English-only model.
         """
-        model = self._get_model()
-        lang = (language or "en").split("-")[0]
-        if self.located().english_only and lang != "en":
-            raise ConfigError(f"asr.whisper: {self.located().model} is English-only, not {language!r}; "
-                              "give a multilingual model (asr.whisper.model or model_dir)")
+        model, lang = self._get_model(), self._language(language)
         x = _mono16k(audio, sample_rate)
         if x.size == 0:
             return ""
@@ -433,11 +441,7 @@ class Whisper:
         """
         from flowkit.asr.packing import assign_words, pack_windows, packed_audio
 
-        model = self._get_model()
-        lang = (language or "en").split("-")[0]
-        if self.located().english_only and lang != "en":
-            raise ConfigError(f"asr.whisper: {self.located().model} is English-only, not {language!r}; "
-                              "give a multilingual model (asr.whisper.model or model_dir)")
+        model, lang = self._get_model(), self._language(language)
         clips = [_mono16k(a, sample_rate) for a in audios]
         out = [""] * len(clips)
         for window in pack_windows([c.size / ASR_RATE for c in clips], gap_s=gap_s, window_s=window_s):

@@ -100,7 +100,7 @@ class TranscriptCER:
         (its measure then keeps the packed words as ``"packed"``): a word's timestamp can
         drift across the gap to a neighbour, and only a CER above ``floor`` can drop a clip,
         so every clip this criterion drops was judged as `measure` judges it."""
-        out: list[dict[str, Any] | None] = [None] * len(clips)
+        out: list[dict[str, Any]] = [{} for _ in clips]
         batches: dict[tuple[str, int], list[int]] = {}
         for i, clip in enumerate(clips):
             language = clip.info.language or "en"
@@ -118,7 +118,7 @@ class TranscriptCER:
                     # a word can drift to a neighbour in the window: what may be dropped is heard alone
                     scored = {**self.measure(clips[i]), "packed": hypothesis}
                 out[i] = scored
-        return [o for o in out if o is not None]
+        return out
 
     def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
         from flowkit.curation.criteria.rate import spoken_characters
