@@ -1,6 +1,6 @@
 """Start-up time of `flowkit --help` next to a bare `python -c pass`, median of several runs.
 
-Target (issue 2): under 0.3 s more than the bare interpreter.
+Target: under 0.3 s more than the bare interpreter.
 
     .venv/bin/python tools/bench_cli.py [--repeats 15]
 """

@@ -411,7 +411,7 @@ def main() -> None:
     parser.add_argument("--conv-kernels", action="store_true",
                         help="also time flowkit's step with each grouped-convolution kernel, alternated")
     parser.add_argument("--text-dim", type=int, default=TEXT_DIM, help=f"text embedding width (default {TEXT_DIM}; "
-                        f"issue 26's other side-by-side: {DIM}, the model's)")
+                        f"the other side-by-side: {DIM}, the model's)")
     parser.add_argument("--conv-layers", type=int, default=CONV_LAYERS,
                         help=f"ConvNeXt text layers (default {CONV_LAYERS}; the other side-by-side: 4, F5-TTS's own)")
     args = parser.parse_args()

@@ -1,4 +1,4 @@
-"""Run gin/memorise.gin to its end: can flowkit learn speech on a CPU? (issue 17)
+"""Run gin/memorise.gin to its end: can flowkit learn speech on a CPU?
 
 1. Prepares the 16 bundled English sentences of one speaker (allison, ``flowkit/demo/sentences``,
    picked from the asterisk-5voice corpus by the rule in tools/build_demo.py) into a store
@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CORPUS = REPO.parent / "shared" / "data" / "asterisk-5voice"
 SENTENCES = REPO / "flowkit" / "demo" / "sentences"
-TARGET_RATIO = 1.2  # issue 17: probe WER <= 1.2x the WER of the vocoded ground truth
+TARGET_RATIO = 1.2  # the bar: probe WER <= 1.2x the WER of the vocoded ground truth
 
 
 def prepare(store: Path) -> None:

@@ -4,7 +4,7 @@ python tools/trace_path.py                  # trains a 2-step debug run on the d
 python tools/trace_path.py --run RUN_DIR    # an existing run (a checkpoint to sample from)
 python tools/trace_path.py --depth 3 --path # look one module further; print the path
 
-What is counted (issue 28: "following run_dir from report/samples.py:sample_blocks"):
+What is counted (following run_dir from report/samples.py:sample_blocks):
 `flowkit.report.samples.sample_blocks` runs under `sys.settrace`, and every call of a
 function defined in a flowkit source file is a step of the path, in the order the calls
 start (pre-order of the call tree). A reader reads a call once, so a call site is followed

@@ -1,10 +1,9 @@
 """The sample path reads top to bottom: tools/trace_path.py follows `sample_blocks` of a
-real tiny run and counts its stays, climbs and returns (issue 28).
+real tiny run and counts its stays, climbs and returns.
 
-Before the parts were built once from the checkpoint meta and handed down, the path was
-62 stays in 20 rooms with 15 climbs back up, then 24, then 23; the bars below are the
-issue's and what it is now (20 stays in 14 rooms, 4 climbs), so a change that makes the path wander again fails
-here and says where.
+The parts are built once from the checkpoint meta and handed down, so the path is 20 stays
+in 14 rooms with 4 climbs back up; the bars below hold it there, so a change that makes the
+path wander (more stays or climbs) fails here and says where.
 """
 
 from __future__ import annotations
@@ -17,7 +16,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-MAX_STAYS = 20  # issue 28's bar; docs/concepts.md lists the stays that are left
+MAX_STAYS = 20  # docs/concepts.md lists the stays
 MAX_CLIMBS = 4
 
 

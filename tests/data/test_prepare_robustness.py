@@ -1,4 +1,4 @@
-"""prepare never dies on one bad line, never leaks processes (issue 12, item 3).
+"""prepare never dies on one bad line, never leaks processes.
 
 - a line that is not UTF-8 in metadata.csv, a .jsonl or a .csv manifest is one
   ``bad_encoding`` rejection with its line number; the rest lands;

@@ -1,13 +1,13 @@
 """The quick start as a user runs it (``make demo`` minus the set-up): slow, a full run.
 
-Issue 5's bar: `flowkit train gin/quickstart.gin` completes on CPU on the bundled real
+The bar: `flowkit train gin/quickstart.gin` completes on CPU on the bundled real
 speech with the EMA validation loss falling clearly below its first value, and the run
 directory holds every workspace file of the design; `flowkit report` then writes the
 report. Run with ``pytest -m slow tests/docs/test_quickstart.py``.
 
 Its golden figures (README, docs/report.md) hold too: the EMA validation loss at steps 0 and
 200, 1.86768 and 0.68229, the same digits on the Intel Xeon and the AMD EPYC, with and
-without the probe (issue 28: splitting modules must not change behaviour).
+without the probe (a refactor that moves code between modules must not change them).
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def test_quickstart_trains_and_reports(tmp_path):
     assert min(ema[1:]) < 0.8 * ema[0], ema  # clearly below its first value
     by_step = {r["step"]: r["val_loss_ema"] for r in evals if r.get("kind") == "eval"}
     assert {k: by_step.get(k) for k in GOLDEN_EMA} == pytest.approx(GOLDEN_EMA, rel=3e-4), by_step
-    # the probe: ceilings once, then WER at steps 0, 100 and 200 (issue 17)
+    # the probe: ceilings once, then WER at steps 0, 100 and 200
     assert [r["step"] for r in evals if r.get("kind") == "probe"] == [0, 100, 200]
     ceiling = [r for r in evals if r.get("kind") == "probe_ceiling"]
     assert len(ceiling) == 1 and ceiling[0]["probe_truth_raw_items"] == ceiling[0]["probe_sentences"] == 2

@@ -41,7 +41,7 @@ CASES: dict[str, tuple[str | None, tuple[str, ...], str, tuple[str, ...]]] = {
     "bad_binding": (None, ("Trainer.steps =",), "config", ("-b/--binding", "Trainer.steps =")),
     "value_out_of_range": ("Trainer.lr = -1.0", (), "train", ("Trainer.lr = -1", "must be > 0")),
     "unknown_policy": ("Trainer.nonfinite = 'maybe'", (), "train", ("Trainer.nonfinite = 'maybe'", "'stop'", "'skip'")),
-    # issue 12.4: each of these was a traceback, or passed `config` and failed only in `train`
+    # each of these must fail in `config` with one clear line, not a traceback nor only later in `train`
     "gin_import_of_a_missing_module": (
         "import flowkit_no_such_module", (), "config", ("bad.gin:2", "flowkit_no_such_module", "install"),
     ),

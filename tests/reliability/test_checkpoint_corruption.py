@@ -115,7 +115,7 @@ def test_an_empty_checkpoint_directory_continues_from_best(reference: Path, tmp_
     (out / "checkpoints").mkdir()
     best, _ = checkpoint.find_latest(out / "best")
     assert best is not None
-    outcome = run.resume(out, device="cpu")  # issue 12.1: best/ is the newest valid checkpoint
+    outcome = run.resume(out, device="cpu")  # best/ is the newest valid checkpoint
     assert outcome.status == "completed"
     assert outcome.step == checkpoint.load_checkpoint(best).step
 

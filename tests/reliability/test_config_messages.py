@@ -1,13 +1,15 @@
-"""gin messages that name the right fix and the right place (issue 24 §4, §3, §6).
+"""gin messages that name the right fix and the right place.
 
 Through the real CLI (the Typer app in-process: the same one ``error:`` line and exit
-code as a shell). Each case failed before issue 24:
+code as a shell). Each case checks:
 
-- ``Trainer.lr = %gin.REQUIRED`` suggested ``-b "gin.REQUIRED = ..."``;
-- an undefined macro said ``macro() missing 1 required positional argument``;
-- an out-of-range or wrong-type value did not name its file and line;
-- a file given twice (``debug.gin cpu.gin debug.gin``) was silently applied once;
-- ``flowkit config`` asked for ``--data STORE`` and had no ``--data``.
+- ``Trainer.lr = %gin.REQUIRED`` suggests its own binding (``-b "Trainer.lr = ..."``), not
+  ``-b "gin.REQUIRED = ..."``;
+- an undefined macro is named with how to define it, not as ``macro() missing 1 required
+  positional argument``;
+- an out-of-range or wrong-type value names its file and line;
+- a file given twice (``debug.gin cpu.gin debug.gin``) is refused, not silently applied once;
+- ``flowkit config`` asks for ``--data STORE`` and takes ``--data``.
 """
 
 from __future__ import annotations

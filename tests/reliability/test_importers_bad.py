@@ -1,4 +1,4 @@
-"""Importers of `flowkit prepare` on the bad files users have (issue 24).
+"""Importers of `flowkit prepare` on the bad files users have.
 
 Each case is a corpus with one bad utterance beside good ones, laid out as the importer
 reads it: the bad one must be one rejection with its reason (in ``rejections.jsonl`` and

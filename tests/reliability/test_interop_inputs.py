@@ -1,4 +1,4 @@
-"""Inputs from outside that used to pass silently or end in a traceback (issue 24): a prompt
+"""Inputs from outside that must neither pass silently nor end in a traceback: a prompt
 holding NaN, a missing prompt, F5-TTS files holding NaN or infinity, a checkpoint whose
 weights went non-finite, half-precision F5 files, a pickled object in a ``.pt``, a folder
 given as the checkpoint, weights of mismatched shapes, and the round trip through

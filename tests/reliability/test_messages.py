@@ -1,4 +1,4 @@
-"""Messages that say the right thing (issue 12, item 5): the aligned text path on a store
+"""Messages that say the right thing: the aligned text path on a store
 without unit timings names what is missing and the fix, not a dict of counts."""
 
 from __future__ import annotations

@@ -103,7 +103,7 @@ def test_skip_policy_stops_after_k_in_a_row(store: Path, tmp_path: Path, monkeyp
 
 def test_stop_before_any_checkpoint_does_not_name_one(store: Path, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Issue 12 item 5: no "last checkpoint" when none exists, in the error and in report.md."""
+    """No "last checkpoint" when none exists, in the error and in report.md."""
     _poison(monkeypatch, {2})
     out = tmp_path / "run"
     with pytest.raises(TrainingError) as info:

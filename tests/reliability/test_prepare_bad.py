@@ -1,4 +1,4 @@
-"""`flowkit prepare` and the commands after it, on what users' inputs and habits do (issue 24).
+"""`flowkit prepare` and the commands after it, on what users' inputs and habits do.
 
 Each case runs the command as a user does (a subprocess of ``python -m flowkit``) and
 checks the exit code, that the failure is one ``error:`` line naming what to do, and what

@@ -1,4 +1,4 @@
-"""A requeued job restarts with one fixed command (issue 12.1).
+"""A requeued job restarts with one fixed command.
 
 A preemptible cluster job (SLURM ``--requeue``, a spot instance) re-runs the *same*
 command after a kill -9 at any moment. Here that command is ``flowkit train

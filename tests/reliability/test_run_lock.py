@@ -90,7 +90,7 @@ def test_a_zombie_holds_no_lock(tmp_path: Path) -> None:
 
     child = _zombie()
     try:
-        os.kill(child.pid, 0)  # the pid still answers: what the old check took for a live trainer
+        os.kill(child.pid, 0)  # the pid still answers: a signal-0 check alone would take it for a live trainer
         assert not pid_alive(child.pid)
         assert pid_alive(os.getpid()) and not pid_alive(0) and not pid_alive(-1)  # 0 and -1 would reach groups
         lock = tmp_path / "run.lock"

@@ -1,4 +1,4 @@
-"""Nothing is trained on silently corrupted data (issue 12, item 2).
+"""Nothing is trained on silently corrupted data.
 
 A store records a CRC-32 per latent chunk and per metadata array at commit. These tests
 damage stores the way disks and scripts do - a deleted chunk file (zarr would read it as

@@ -1,20 +1,21 @@
-"""What a training start is given, refused or explained before any step (issue 24).
+"""What a training start is given, refused or explained before any step.
 
 Each case goes through the real CLI (the Typer app in-process: the same ``guarded``
-wrapper, the same one ``error:`` line and exit code as a shell) and each failed on the
-code before issue 24:
+wrapper, the same one ``error:`` line and exit code as a shell) and checks that:
 
-- ``--data`` stores of different encoders (same width, or another width) trained on the
-  first store's segments and logged the rest as ``wrong_encoder`` / ``wrong_dim``;
-- ``--data S --data S`` (also by another spelling, a symlink, a shard and its folder)
-  read the store twice;
-- ``init-from STORE.zarr`` said "no COMPLETE marker";
-- init-from a parent of another encoder: a numpy broadcast error (another width) or a
-  silent start (the same width);
-- a run whose config.gin was deleted: "not a flowkit run directory", no way back;
-- init-from with a config of another network size was refused (now the parent's network
-  is taken, and one line says so); there was no "starting from PARENT" line and no
-  warning when the warm-up outlasts the run.
+- ``--data`` stores of different encoders (same width, or another width) are refused,
+  not trained on the first store's segments with the rest logged as ``wrong_encoder`` /
+  ``wrong_dim``;
+- ``--data S --data S`` (also by another spelling, a symlink, a shard and its folder) is
+  refused, neither read twice nor silently de-duplicated;
+- ``init-from STORE.zarr`` says it was given a store, not "no COMPLETE marker";
+- init-from a parent of another encoder is refused in one line, neither a numpy
+  broadcast error (another width) nor a silent start (the same width);
+- resuming a run whose config.gin was deleted names ``--restore-config``, which brings it
+  back, rather than a dead end ("not a flowkit run directory");
+- init-from with a config of another network size takes the parent's network and says so
+  in one line; a "starting from PARENT" line is printed, and a warning when the warm-up
+  outlasts the run.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Every command that writes survives a read-only file system and a full disk (issue 24).
+"""Every command that writes survives a read-only file system and a full disk.
 
 `prepare --out`, `prepare --append`, `report --out`, `export-f5 --out`, `import-f5 --out`
 and `synthesize --out` each get a real tmpfs mount: remounted read-only, or filled to

@@ -1,4 +1,4 @@
-"""Report rendering (issue 12, item 6): spectrograms drawn at the size the page shows them,
+"""Report rendering: spectrograms drawn at the size the page shows them,
 one channel label per row (none running into the neighbouring panel), audio players that
 load the clip's length."""
 

@@ -107,8 +107,8 @@ def test_old_checkpoint_without_encoder_says_it_guesses(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     flat = result.output.replace("\n", "")
     assert "warning: the checkpoint records no encoder and its stores are gone" in flat
-    # issue 12 item 6: such output was peak-normalised to full scale (a sample at -32768); now
-    # the gain is lowered to the -1 dBFS ceiling
+    # such output is not peak-normalised to full scale (a sample at -32768): the gain is
+    # lowered to the -1 dBFS ceiling
     assert "lowered" in flat and "to the -1 dBFS peak ceiling" in flat
     pcm, _ = sf.read(str(tmp_path / "o.wav"), dtype="int16")
     assert abs(int(abs(pcm.astype(int)).max()) - 32768 * 10 ** (-1 / 20)) <= 2

@@ -35,7 +35,7 @@ def test_the_flowkit_side_takes_a_training_step(text_path: str) -> None:
 
 
 def test_the_text_encoder_sizes_reach_the_flowkit_side() -> None:
-    """``--text-dim 256 --conv-layers 4`` (issue 26's other side-by-side) builds that model."""
+    """``--text-dim 256 --conv-layers 4`` (the other side-by-side) builds that model."""
     tool = _tool()
     data = tool.make_data(2, 48, seed=0)
     small, large = tool.FlowkitSide("unaligned", data), tool.FlowkitSide("unaligned", data, text_dim=256, conv_layers=4)

@@ -1,6 +1,6 @@
-"""The per-item batch building flowkit used before the array version (issue 14, session 3):
-pairing plans item by item, latents read one segment at a time through zarr's API, and a
-collate that pads item by item and normalises the whole padded batch.
+"""A per-item reference of flowkit's batch building: pairing plans item by item, latents
+read one segment at a time through zarr's API, and a collate that pads item by item and
+normalises the whole padded batch.
 
 Kept only as the reference `tests/train/test_batch_reference.py` checks the fast path
 against: the batches (every tensor), the pairing outcomes and the data stream's state
@@ -183,7 +183,7 @@ def collate(plans: list[ItemPlan], segments: Any, latents: dict, *, vocab: Any, 
 
 
 def build(builder: Any, indices: list[int], rng: np.random.Generator, *, train: bool) -> tuple[Batch, list[ItemPlan]]:
-    """What ``builder.build(indices, rng, train=train)`` built before the array version."""
+    """What ``builder.build(indices, rng, train=train)`` must build, item by item."""
     segments = builder.dataset.segments
     plans = plan(builder.pairing, list(indices), segments, rng)
     latents = read(builder.dataset, needed_indices(plans))

@@ -1,5 +1,5 @@
 """flowkit.batching.host_memory: freed batch-sized blocks stay in the process, so the next
-build does not fault its memory in again (the data stall of issue 14)."""
+build does not fault its memory in again (faulting it in again stalls the data stream)."""
 
 from __future__ import annotations
 

@@ -138,7 +138,7 @@ def test_init_from_accepts_dur_cond_none_to_emotion(tiny_store: Path, tmp_path: 
 
 
 def test_init_from_refuses_another_model(tiny_store: Path, reference: Path, tmp_path: Path) -> None:
-    # the network's shape comes from the parent (issue 24); the text path is the config's choice
+    # the network's shape comes from the parent; the text path is the config's choice
     with pytest.raises(ResumeError, match="text_path: 'unaligned' -> 'aligned'"):
         run.train([Path(__file__).resolve().parents[2] / "gin" / "debug.gin"],
                   ["model.dit.depth = 3", "model.dit.text_path = 'aligned'", "Trainer.loggers = []"],

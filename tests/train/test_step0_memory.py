@@ -1,6 +1,6 @@
 """The user's own line, `flowkit train gin/e13_dur_emotion.gin --data STORE`, on a CPU machine:
 it either refuses in one line before step 0 or says it fits and trains; the kernel never
-kills it (issue 14; it used to evaluate for minutes, then die at 24 GB with exit 137)."""
+kills it (an unchecked start would evaluate for minutes, then die at 24 GB with exit 137)."""
 
 from __future__ import annotations
 
