@@ -1,4 +1,4 @@
-"""One registry for every swappable component, and plugin discovery.
+"""One registry for every swappable component, and the loading of declared plugins.
 
 A component is registered under a *kind* (what it does: ``schedule``, ``loss``, ...) and a
 *name*; it becomes the gin configurable ``<kind>.<name>``::
@@ -11,19 +11,11 @@ A component is registered under a *kind* (what it does: ``schedule``, ``loss``, 
 
     # gin:  Trainer.t_sampler = @t_sampler.uniform()
 
-The registry knows no client module. Every distribution, flowkit itself included, declares
-what it brings in its package metadata (entry points, read without importing anything):
-
-    [project.entry-points."flowkit.kinds"]         # a kind and the protocol it meets
-    asr = "flowkit_asr.protocols:ASR"
-    [project.entry-points."flowkit.plugins"]       # a component and the module registering it
-    "asr.whisper_tiny" = "flowkit_asr.whisper"
-    [project.entry-points."flowkit.configurables"] # a gin entry point that is not a component
-    Trainer = "flowkit.train.settings:Trainer"
-
-`discover` and `declared_kinds` list them from metadata only; `load_plugins` imports
-every declared module, once, before a config is parsed (`flowkit.config.parse`) or a
-component is first looked up (`get`). ``FLOWKIT_NO_PLUGINS=1`` turns the autoload of
+The registry knows no client module: every distribution, flowkit itself included, declares
+its kinds, components and configurables in its package metadata (`flowkit.entry_points`,
+which `discover` and `declared_kinds` read without importing anything). `load_plugins`
+imports every declared module, once, before a config is parsed (`flowkit.config.parse`)
+or a component is first looked up (`get`). ``FLOWKIT_NO_PLUGINS=1`` turns the autoload of
 third-party distributions off (flowkit's own components still load).
 
 Errors are `RegistryError`, one line each: an unknown name lists the closest registered
@@ -34,17 +26,31 @@ another kind is expected is a `ConfigError` naming the slot (`check_kind`).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import inspect
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import lru_cache
 from importlib import metadata
 from typing import Any, TypeVar
 
 import attrs
 
+from flowkit.entry_points import (
+    AUTOLOAD_ENV,
+    CONFIGURABLE_GROUP,
+    ENTRY_POINT_GROUP,
+    KIND_GROUP,
+    OWN_DISTRIBUTION,
+    check_declared,
+    closest,
+    declared_kinds,
+    did_you_mean,
+    discover,
+    installed_version,
+    kinds,
+)
+from flowkit.entry_points import entries as _entries  # read as registry._entries by flowkit.config.trust
 from flowkit.errors import RegistryError
 
 __all__ = [
@@ -53,8 +59,6 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "KIND_GROUP",
     "Component",
-    "KindEntry",
-    "PluginEntry",
     "check_kind",
     "closest",
     "components",
@@ -72,75 +76,6 @@ __all__ = [
     "register",
     "type_name",
 ]
-
-ENTRY_POINT_GROUP = "flowkit.plugins"
-KIND_GROUP = "flowkit.kinds"
-CONFIGURABLE_GROUP = "flowkit.configurables"
-AUTOLOAD_ENV = "FLOWKIT_NO_PLUGINS"
-#: The distribution whose declarations are always loaded (``FLOWKIT_NO_PLUGINS`` aside).
-OWN_DISTRIBUTION = "flowkit"
-
-
-@attrs.frozen
-class KindEntry:
-    """A kind as its distribution declares it: ``target`` is ``module:Protocol``."""
-
-    name: str
-    target: str
-    distribution: str
-
-    def protocol(self) -> type:
-        """The protocol class components of this kind meet (imports its module)."""
-        module, _, attr = self.target.partition(":")
-        obj: Any = importlib.import_module(module.strip())
-        for part in attr.strip().split(".") if attr else ():
-            obj = getattr(obj, part)
-        return obj
-
-    def describe(self) -> str:
-        """The first line of the protocol's docstring (imports its module)."""
-        doc = (inspect.getdoc(self.protocol()) or "").strip()
-        return doc.split("\n", 1)[0] if doc else ""
-
-
-def _entries(group: str) -> list[tuple[str, str, str]]:
-    """``(name, value, distribution)`` of every entry point of ``group`` (metadata only)."""
-    return [(ep.name, ep.value, ep.dist.name if ep.dist is not None else "unknown")
-            for ep in metadata.entry_points(group=group)]
-
-
-@lru_cache(maxsize=1)
-def declared_kinds() -> dict[str, KindEntry]:
-    """Every kind declared by an installed distribution (group ``flowkit.kinds``), in
-    declaration order with flowkit's own first; nothing is imported.
-
-    Raises:
-        RegistryError: flowkit's own metadata declares no kind (a stale install), or two
-            distributions declare the same kind.
-    """
-    found: dict[str, KindEntry] = {}
-    entries = sorted(_entries(KIND_GROUP), key=lambda e: e[2] != OWN_DISTRIBUTION)
-    for name, value, dist in entries:
-        other = found.get(name)
-        if other is not None and other.distribution != dist:
-            raise RegistryError(
-                f"component kind {name!r} is declared by two distributions: {other.distribution} "
-                f"({other.target}) and {dist} ({value}); uninstall one of them"
-            )
-        found[name] = KindEntry(name, value, dist)
-    if not any(k.distribution == OWN_DISTRIBUTION for k in found.values()):
-        raise RegistryError(
-            f"the installed flowkit declares no component kinds (entry points {KIND_GROUP!r} of "
-            "pyproject.toml are missing from its metadata): reinstall it (make setup, or "
-            "pip install -e .)"
-        )
-    return found
-
-
-def kinds() -> dict[str, str]:
-    """``{kind: what it does}`` for every declared kind (imports the protocol modules)."""
-    return {name: entry.describe() for name, entry in declared_kinds().items()}
-
 
 T = TypeVar("T")
 
@@ -169,20 +104,6 @@ class Component:
     def parameters(self) -> list[tuple[str, str, str]]:
         """``(name, type, default)`` of each configurable parameter, in order (see `parameters_of`)."""
         return parameters_of(self.obj)
-
-
-@attrs.frozen
-class PluginEntry:
-    """An installed third-party plugin as its metadata declares it (nothing imported)."""
-
-    kind: str
-    name: str
-    target: str  # "module" or "module:attr"
-    distribution: str
-
-    @property
-    def gin_name(self) -> str:
-        return f"{self.kind}.{self.name}"
 
 
 _REGISTRY: dict[tuple[str, str], Component] = {}
@@ -257,16 +178,6 @@ def _distribution_of(module: str) -> str | None:
     return dists[0] if dists else None
 
 
-def _check_kind(kind: str) -> None:
-    known = declared_kinds()
-    if kind not in known:
-        hint = closest(kind, known)
-        raise RegistryError(
-            f"unknown component kind {kind!r}{did_you_mean(hint)}; kinds are: "
-            + ", ".join(known) + " (a plugin declares a new one in its 'flowkit.kinds' entry points)"
-        )
-
-
 def check_kind(value: Any, kind: str, *, where: str) -> Any:
     """``value`` if it meets the protocol of ``kind``, for a slot named ``where``.
 
@@ -296,7 +207,7 @@ def register(kind: str, name: str) -> Callable[[T], T]:
         RegistryError: ``kind`` is not a declared kind, or ``<kind>.<name>`` is already
             registered by another module (both modules and distributions are named).
     """
-    _check_kind(kind)
+    check_declared(kind)
     if not name.isidentifier():
         raise RegistryError(f"component name {name!r} ({kind}) must be a Python identifier")
 
@@ -321,33 +232,6 @@ def register(kind: str, name: str) -> Callable[[T], T]:
         return configurable
 
     return decorate
-
-
-def discover() -> list[PluginEntry]:
-    """Components declared by installed distributions (flowkit's own included), read from
-    metadata only.
-
-    Raises:
-        RegistryError: an entry point name that is not ``<kind>.<name>`` with a declared
-            kind, or two distributions declaring the same ``<kind>.<name>``.
-    """
-    found: dict[str, PluginEntry] = {}
-    for gin_name, value, dist in _entries(ENTRY_POINT_GROUP):
-        kind, _, name = gin_name.partition(".")
-        if not name:
-            raise RegistryError(
-                f"entry point {gin_name!r} of distribution {dist} in group {ENTRY_POINT_GROUP} "
-                "must be named '<kind>.<name>', e.g. 't_sampler.beta'"
-            )
-        _check_kind(kind)
-        other = found.get(gin_name)
-        if other is not None and other.distribution != dist:
-            raise RegistryError(
-                f"{gin_name} is declared by two distributions: {other.distribution} "
-                f"({other.target}) and {dist} ({value}); uninstall one of them"
-            )
-        found[gin_name] = PluginEntry(kind, name, value, dist)
-    return sorted(found.values(), key=lambda e: (list(declared_kinds()).index(e.kind), e.name))
 
 
 def _import_declared(module_name: str, what: str, distribution: str) -> None:
@@ -402,15 +286,6 @@ def load_plugins(*, third_party: bool | None = None) -> None:
         raise
 
 
-def installed_version(distribution: str) -> str:
-    """The installed version of ``distribution`` (e.g. ``"faster-whisper"``), else ``"not installed"``:
-    what a judge's ``describe()`` records beside its model."""
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
 def configurable(name: str) -> Any:
     """The object of the configurable ``name`` declared under ``flowkit.configurables``
     (e.g. ``"Trainer"``), imported from its declared ``module:attr``.
@@ -427,22 +302,13 @@ def configurable(name: str) -> Any:
     raise RegistryError(f"no configurable {name!r} is declared{did_you_mean(closest(name, known))}")
 
 
-def closest(word: str, candidates: Iterator[str] | list[str] | dict[str, Any], n: int = 3) -> list[str]:
-    """Up to ``n`` candidates closest to ``word`` (difflib ratio >= 0.5), best first."""
-    return difflib.get_close_matches(word, list(candidates), n=n, cutoff=0.5)
-
-
-def did_you_mean(hints: list[str]) -> str:
-    return f" (did you mean {' or '.join(repr(h) for h in hints)}?)" if hints else ""
-
-
 def get(kind: str, name: str) -> Component:
     """The component ``<kind>.<name>``.
 
     Raises:
         RegistryError: unknown kind or name, with the closest registered names.
     """
-    _check_kind(kind)
+    check_declared(kind)
     load_plugins()
     try:
         return _REGISTRY[(kind, name)]
@@ -461,7 +327,7 @@ def components(kind: str | None = None) -> list[Component]:
         RegistryError: ``kind`` is not a declared kind.
     """
     if kind is not None:
-        _check_kind(kind)
+        check_declared(kind)
     return sorted(
         (c for (k, _), c in _REGISTRY.items() if kind is None or k == kind),
         key=lambda c: (list(declared_kinds()).index(c.kind), c.name),

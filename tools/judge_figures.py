@@ -49,8 +49,8 @@ def _read(path: Path) -> tuple[np.ndarray, int]:
 
 def asr_figures(english: list[dict]) -> dict:
     from flowkit import registry
-    from flowkit.asr.choice import default_recognizer
-    from flowkit.asr.scoring import error_rates
+    from flowkit.judges.choice import default_recognizer
+    from flowkit.judges.scoring import error_rates
 
     out = {"clips": len(english), "words": sum(len(c["text"].split()) for c in english)}
     for asr in (default_recognizer(), registry.build("asr", "pocketsphinx")):
@@ -115,7 +115,7 @@ def main() -> None:
                         choices=["asr", "speaker", "quality"])
     args = parser.parse_args()
     rows = _clips(args.corpus or demo_clips_path())
-    from flowkit.asr.normalise import normalise_for_scoring
+    from flowkit.judges.normalise import normalise_for_scoring
 
     # clips whose text has words to score ("[beep]" or "..." normalise to nothing)
     english = [r for r in rows if r["language"] == "en" and normalise_for_scoring(r["text"], "en")][: args.clips]

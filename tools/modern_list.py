@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("manifest", type=Path, help="the training manifest.jsonl (checked disjoint)")
     parser.add_argument("out", type=Path, help="the list to write")
     args = parser.parse_args(argv)
-    from flowkit.asr.normalise import normalise_for_scoring
+    from flowkit.judges.normalise import normalise_for_scoring
 
     prompts = []
     for line in args.heldout.read_text(encoding="utf-8").splitlines():

@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--no-ceilings", action="store_true", help="skip the ground-truth ceilings")
     parser.add_argument("--asr", default=None, help="asr plugin name (whisper, pocketsphinx); default: Whisper "
-                        "when flowkit[eval] is installed, else pocketsphinx (flowkit.asr.choice)")
+                        "when flowkit[eval] is installed, else pocketsphinx (flowkit.judges.choice)")
     parser.add_argument("--no-judges", action="store_true", help="skip speaker similarity and DNSMOS")
     args = parser.parse_args()
 

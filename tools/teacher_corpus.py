@@ -1,4 +1,4 @@
-"""A teacher corpus: single-speaker English speech from a Piper voice, with a held-out test list (issue 25).
+"""A teacher corpus: single-speaker English speech from a Piper voice, with a held-out test list.
 
     python tools/teacher_corpus.py OUT --hours 1 [--seed 0] [--heldout 50] [--prompts 10]
 
@@ -15,7 +15,7 @@ letters patent still govern its printing). Each verse is cut at ``. ? ! ; :`` in
 clauses; a clause is kept when it has 4-16 words, only letters, spaces, ``, ' -`` and a
 final stop, and every word occurs at least ``MIN_WORD_COUNT`` times in the whole text
 (that drops rare names, which no recogniser spells alike). Duplicates by normalised text
-(`flowkit.asr.normalise.normalise_for_scoring`) are dropped. ``OUT/ATTRIBUTION.md`` says
+(`flowkit.judges.normalise.normalise_for_scoring`) are dropped. ``OUT/ATTRIBUTION.md`` says
 the same beside the audio.
 
 **What it writes** (in ``OUT``):
@@ -119,7 +119,7 @@ def _words(text: str) -> list[str]:
 
 def sentence_pool() -> list[str]:
     """Every usable sentence (the rule in the module docstring), deduplicated, sorted."""
-    from flowkit.asr.normalise import normalise_for_scoring
+    from flowkit.judges.normalise import normalise_for_scoring
 
     verses = kjv_verses()
     counts = Counter(w for v in verses for w in _words(v.replace(";", " ").replace(":", " ")))
@@ -437,7 +437,7 @@ def build(out: Path, hours: float, seed: int, n_heldout: int, n_prompts: int, bl
         TimeRemainingColumn,
     )
 
-    from flowkit.asr.normalise import normalise_for_scoring
+    from flowkit.judges.normalise import normalise_for_scoring
 
     if hours <= 0 or n_heldout < 1 or n_prompts < 1 or block < 1 or threads < 1:
         raise CorpusError("--hours must be > 0 and --heldout, --prompts, --block, --threads >= 1")

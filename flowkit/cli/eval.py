@@ -62,8 +62,8 @@ def evaluate(
     eval.html and wavs/. A killed eval continues where it stopped when run again.
     """
     from flowkit.console import console
-    from flowkit.evaluation.run import EvalSettings
     from flowkit.evaluation.run import evaluate as run_eval
+    from flowkit.evaluation.settings import EvalSettings
 
     chosen = None
     if vocoder is not None or vocoder_path is not None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from flowkit import registry
-from flowkit.registry import Component, PluginEntry
+from flowkit.entry_points import PluginEntry
+from flowkit.registry import Component
 
 
 def _params(comp: Component) -> str:

@@ -12,7 +12,7 @@ new model's CER or score does not compare with the old one's.
 Work goes out in chunks of `CHUNK` clips of one language, cut from the whole source in its
 order (so a run killed and run again measures the same chunks): a criterion that judges
 many clips at once (``measure_many``: the recogniser packs short clips into one window,
-`flowkit.asr.packing`) gets a chunk's clips together. A chunk's lines are appended together;
+`flowkit.judges.packing`) gets a chunk's clips together. A chunk's lines are appended together;
 a chunk that a kill left incomplete is measured again whole, so its clips are heard beside
 the same neighbours. Workers are spawned processes (`flowkit.data.workers.pool_map`), one
 chunk at a time each on one thread: a clip's judges are small models whose threads would

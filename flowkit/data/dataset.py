@@ -3,7 +3,7 @@
 `LatentDataset.open` validates every segment and rejects bad ones with a reason rather
 than failing a run hours in: non-finite latents (from the per-segment ``max_abs`` written
 at prepare), too few or too many frames, empty text, a language outside ``languages``, inconsistent unit timings,
-missing units when ``require_units``. Bad *stores* (damaged, incomplete, newer format,
+missing units when ``require_units`` (`flowkit.data.segment_checks`). Bad *stores* (damaged, incomplete, newer format,
 not a store) raise `DataError` instead — there is nothing to salvage in them — and so do
 bad *unions*: one store given twice, or stores of different encoders (another encoder,
 the same at other settings, another latent width or frame rate).
@@ -27,6 +27,7 @@ import numpy as np
 
 from flowkit.data.columns import StringColumn, ids_in
 from flowkit.data.encoder_records import describe_record, record_params
+from flowkit.data.segment_checks import store_rejections
 from flowkit.data.shards import expand_stores
 from flowkit.data.store import StoreReader
 from flowkit.errors import DataError
@@ -100,20 +101,6 @@ class LoadReport:
             "rejected": len(self.rejections),
             "rejected_by_reason": self.counts(),
         }
-
-
-def unit_problems(units: np.ndarray, text_len: int, n_frames: int) -> str | None:
-    """Why unit timings ``[u 4]`` are inconsistent with a text and frame count, or None when fine."""
-    if units.shape[0] == 0:
-        return "no units"
-    cs, ce, fs, fe = units.T.astype(np.int64)
-    if (cs < 0).any() or (ce > text_len).any() or (cs >= ce).any():
-        return f"char span outside the text (0..{text_len}) or empty"
-    if (fs < 0).any() or (fe > n_frames).any() or (fs >= fe).any():
-        return f"frame span outside 0..{n_frames} or empty"
-    if (cs[1:] < ce[:-1]).any() or (fs[1:] < fe[:-1]).any():
-        return "units overlap or are out of order"
-    return None
 
 
 def _given(stores: Sequence[str | os.PathLike[str]], corpus_of: Sequence[int], k: int, path: Path) -> str:
@@ -330,7 +317,7 @@ class LatentDataset:
                 np.nonzero(ids_in(codes, names, {split}))[0]
             report.considered += int(rows.size)
             ids = reader.strings["segment_id"]
-            reasons = cls._check_store(reader, min_frames, max_frames, allowed, require_units)
+            reasons = store_rejections(reader, min_frames, max_frames, allowed, require_units)
             chosen = np.zeros(reader.n_segments, dtype=bool)
             chosen[rows] = True
             bad = [r for r in sorted(reasons) if chosen[r]]
@@ -346,79 +333,6 @@ class LatentDataset:
         options = {"min_frames": min_frames, "max_frames": max_frames,
                    "languages": None if languages is None else sorted(languages), "require_units": require_units}
         return cls(readers, split, segments, report, options)
-
-    @staticmethod
-    def _check_store(reader: StoreReader, min_frames: int, max_frames: int | None, languages: set[str] | None,
-                     require_units: bool) -> dict[int, tuple[str, str]]:
-        """Row -> (reason, detail) for every segment of the store that fails a check.
-
-        The checks, in order (the first failing one is the reason): ``non_finite``,
-        ``too_short``, ``too_long``, ``empty_text``, ``unknown_language``, ``bad_units``,
-        ``missing_units``. Computed as boolean arrays; only failing rows are worded.
-        """
-        n = reader.n_segments
-        lengths = reader.lengths
-        max_abs = reader.numeric["max_abs"]
-        lang_names, lang_codes = reader.categorical("language")
-        bad_units = LatentDataset._check_units(reader)
-        has_units = reader.numeric["has_units"].astype(bool)
-        checks: list[tuple[str, np.ndarray]] = [
-            ("non_finite", ~np.isfinite(max_abs)),
-            ("too_short", lengths < min_frames),
-            ("too_long", lengths > max_frames if max_frames is not None else np.zeros(n, dtype=bool)),
-            ("empty_text", reader.strings["text"].blank()),
-            ("unknown_language", ~ids_in(lang_codes, lang_names, languages) if languages is not None
-             else np.zeros(n, dtype=bool)),
-            ("bad_units", np.isin(np.arange(n), np.fromiter(bad_units, dtype=np.int64, count=len(bad_units)))),
-            ("missing_units", ~has_units if require_units else np.zeros(n, dtype=bool)),
-        ]
-        out: dict[int, tuple[str, str]] = {}
-        for reason, failed in checks:
-            for row in np.nonzero(failed)[0].tolist():
-                if row in out:
-                    continue
-                if reason == "non_finite":
-                    detail = f"latents hold non-finite values (max |x| = {float(max_abs[row])})"
-                elif reason == "too_short":
-                    detail = f"{int(lengths[row])} frames < min_frames {min_frames}"
-                elif reason == "too_long":
-                    detail = f"{int(lengths[row])} frames > max_frames {max_frames}"
-                elif reason == "empty_text":
-                    detail = "the text is empty"
-                elif reason == "unknown_language":
-                    detail = f"language {reader.strings['language'][row]!r} not in {sorted(languages or ())}"
-                elif reason == "bad_units":
-                    detail = bad_units[row]
-                else:
-                    detail = "no unit timings (prepare with --textgrids or --align energy)"
-                out[row] = (reason, detail)
-        return out
-
-    @staticmethod
-    def _check_units(reader: StoreReader) -> dict[int, str]:
-        """Row -> problem for every segment whose stored unit timings are inconsistent.
-
-        Vectorised over all units of the store; `unit_problems` words the reason for the
-        few bad ones.
-        """
-        n = reader.n_segments
-        counts = np.diff(reader.unit_offsets)
-        has = reader.numeric["has_units"].astype(bool)
-        seg = np.repeat(np.arange(n), counts)
-        cs, ce, fs, fe = reader.units.astype(np.int64).T
-        text_len = reader.strings["text"].char_lengths()
-        bad_unit = (cs < 0) | (ce > text_len[seg]) | (cs >= ce) | (fs < 0) | (fe > reader.lengths[seg]) | (fs >= fe)
-        bad = np.zeros(n, dtype=bool)
-        bad[seg[bad_unit]] = True
-        same = seg[1:] == seg[:-1]
-        overlap = same & ((cs[1:] < ce[:-1]) | (fs[1:] < fe[:-1]))
-        bad[seg[1:][overlap]] = True
-        bad |= has & (counts == 0)
-        problems: dict[int, str] = {}
-        for row in np.nonzero(bad & has)[0].tolist():
-            block = reader.units[reader.unit_offsets[row] : reader.unit_offsets[row + 1]]
-            problems[row] = unit_problems(block, int(text_len[row]), int(reader.lengths[row])) or "inconsistent units"
-        return problems
 
     def __len__(self) -> int:
         return len(self.segments)
@@ -508,4 +422,4 @@ class LatentDataset:
         self.__dict__.update(other.__dict__)
 
 
-__all__ = ["LatentDataset", "LoadReport", "Rejection", "SegmentInfo", "unit_problems"]
+__all__ = ["LatentDataset", "LoadReport", "Rejection", "SegmentInfo"]

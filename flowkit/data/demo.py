@@ -47,7 +47,7 @@ def demo_clips_path() -> Path:
 def demo_prepare_settings() -> Any:
     """The `PrepareSettings` the demo store was prepared with from `demo_clips_path`."""
     from flowkit.data.aligners import EnergyAligner
-    from flowkit.data.prepare import PrepareSettings
+    from flowkit.data.prepare_settings import PrepareSettings
 
     return PrepareSettings(aligner=EnergyAligner(), chunk_frames=DEMO_CHUNK_FRAMES, val_fraction=0.05,
                            min_val_per_speaker=3)

@@ -7,7 +7,8 @@ and fingerprint. Bad input never stops the run: each skipped clip is a `Rejectio
 with a reason, written to ``<store>/rejections.jsonl`` and counted in the summary. A run
 that rejects every clip publishes no store (exit 3, the reasons in ``<store>.rejections.jsonl``).
 
-Settings are the gin configurable ``prepare`` (e.g. ``-b "prepare.max_seconds = 12"``).
+Settings are the gin configurable ``prepare`` (`flowkit.data.prepare_settings`, e.g.
+``-b "prepare.max_seconds = 12"``); the workers' side is `flowkit.data.prepare_worker`.
 """
 
 from __future__ import annotations
@@ -23,51 +24,23 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-import gin
-import numpy as np
 
 from flowkit.data import aligners as _aligners  # noqa: F401  registers aligner.energy
-from flowkit.data import audio as audio_mod
 from flowkit.data import encoders as _encoders  # noqa: F401  registers encoder.log_mel
 from flowkit.data.importers import read_inputs
-from flowkit.data.importers.sources import load_item_audio
-from flowkit.data.labels import recorded_buckets
 from flowkit.data.locks import StoreLock
 from flowkit.data.manifest import Item, Rejection
+from flowkit.data.prepare_settings import PrepareSettings
+from flowkit.data.prepare_worker import init_worker, process_item
 from flowkit.data.shards import shard_of, shard_store_path
 from flowkit.data.store import (
-    DEFAULT_CHUNK_FRAMES,
     REJECTIONS_FILE,
     SegmentRecord,
     StoreReader,
     StoreWriter,
 )
-from flowkit.data.textgrid import TextGridError, read_word_intervals, units_from_intervals
 from flowkit.data.workers import pool_map, sigterm_as_interrupt
 from flowkit.errors import DataError
-
-
-@gin.configurable("prepare")
-@attrs.frozen
-class PrepareSettings:
-    """What prepare accepts and how it writes (gin: ``prepare.<field>``)."""
-
-    min_seconds: float = 0.3  # shorter clips are rejected (too_short)
-    max_seconds: float = 30.0  # longer clips are rejected (too_long)
-    # Clips whose 95th-percentile 10 ms level is below this are silent. The corpus's
-    # *_silence-N clips measure <= -79.7 dBFS, its quietest speech >= -19.4 dBFS.
-    silence_dbfs: float = -50.0
-    val_fraction: float = 0.05  # share of segments hashed into the "val" split
-    min_val_per_speaker: int = 1  # val segments each speaker gets when it has more than this many
-    languages: tuple[str, ...] | None = None  # allowed codes; None: any ISO-639-1 two-letter code
-    default_language: str = ""  # for inputs without a language column ("" unknown)
-    default_speaker: str = ""  # for inputs without a speaker column ("": the input folder's name)
-    layout: str = "auto"  # metadata.csv columns, e.g. "id,text,speaker,language"
-    latent_dtype: str = "float16"  # float16 | float32
-    chunk_frames: int = DEFAULT_CHUNK_FRAMES  # latent rows per chunk file (docs/data-format.md)
-    encoder: Any = None  # an encoder instance; None: encoder.log_mel
-    aligner: Any = None  # an aligner instance (e.g. @aligner.energy()); None: no estimated timings
-    textgrid_tier: str = "words"
 
 
 @attrs.define
@@ -143,98 +116,6 @@ class PrepareSummary:
 SPLIT_ROWS = 20
 
 
-# ---- worker side (no zarr here) ------------------------------------------------------
-
-_WORKER: dict[str, Any] = {}
-
-
-def _init_worker(settings: PrepareSettings, encoder: Any, aligner: Any, textgrids: Path | None,
-                 limit_threads: bool = True) -> None:
-    if limit_threads:
-        # one BLAS thread per worker: threads fighting processes for 2 cores made prepare 7x slower
-        from threadpoolctl import threadpool_limits
-
-        _WORKER["limits"] = threadpool_limits(1)
-    _WORKER.update(settings=settings, encoder=encoder, aligner=aligner, textgrids=textgrids)
-
-
-def _find_textgrid(root: Path, item: Item) -> Path | None:
-    for candidate in (root / f"{item.segment_id}.TextGrid", root / item.speaker / f"{item.segment_id}.TextGrid"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-def process_item(item: Item) -> dict[str, Any]:
-    """Decode, check, measure and encode one clip (runs in a worker).
-
-    Returns a dict with ``rejection`` (a `Rejection`) or the segment's ``latents`` and
-    measures; ``warning`` names a problem that did not cost the segment (a TextGrid
-    that does not match its text).
-    """
-    settings: PrepareSettings = _WORKER["settings"]
-    encoder = _WORKER["encoder"]
-    sr = int(encoder.sample_rate)
-
-    def reject(reason: str, detail: str, seconds: float = 0.0) -> dict[str, Any]:
-        return {"rejection": Rejection(item.segment_id, reason, detail, item.source), "seconds": seconds}
-
-    try:
-        wave = load_item_audio(item.audio, sr)
-    except audio_mod.AudioError as exc:
-        return reject(exc.reason, exc.detail)
-    seconds = len(wave) / sr
-    if seconds < settings.min_seconds:
-        return reject("too_short", f"{seconds:.2f} s < prepare.min_seconds = {settings.min_seconds}", seconds)
-    if seconds > settings.max_seconds:
-        return reject("too_long", f"{seconds:.2f} s > prepare.max_seconds = {settings.max_seconds}", seconds)
-    level = audio_mod.active_level_db(wave, sr)
-    if level < settings.silence_dbfs:
-        return reject("silent", f"active level {level:.1f} dBFS < prepare.silence_dbfs = {settings.silence_dbfs}",
-                      seconds)
-    latents = np.asarray(encoder.encode(wave), dtype=np.float32)
-    if latents.ndim != 2 or latents.shape[0] == 0:
-        return reject("encoder_failed", f"encoder returned shape {latents.shape}", seconds)
-    stored = latents.astype(settings.latent_dtype)
-    if not np.isfinite(stored).all():
-        return reject("non_finite_latents", f"latents not finite in {settings.latent_dtype}", seconds)
-    frame_rate = float(encoder.frame_rate)
-    n_frames = stored.shape[0]
-    rate, loudness = recorded_buckets(wave, sr, item.text, frame_rate, n_frames)
-    units = None
-    estimated = False
-    warning = None
-    if _WORKER["textgrids"] is not None:
-        grid = _find_textgrid(_WORKER["textgrids"], item)
-        if grid is None:
-            warning = "textgrid_missing"
-        else:
-            try:
-                units = units_from_intervals(
-                    read_word_intervals(grid, settings.textgrid_tier), item.text, frame_rate, n_frames
-                )
-            except TextGridError:
-                warning = "textgrid_mismatch"
-    if units is None and _WORKER["aligner"] is not None:
-        aligned = _WORKER["aligner"].align(item.text, wave, sr, frame_rate, n_frames)
-        if aligned:
-            units, estimated = aligned, True
-        else:
-            warning = warning or "aligner_no_units"
-    return {
-        "latents": stored,
-        "seconds": seconds,
-        "rate": rate,
-        "loudness": loudness,
-        "units": None if units is None else tuple(tuple(int(v) for v in u) for u in units),
-        "units_estimated": estimated,
-        "warning": warning,
-    }
-
-
-# ---- parent side ------------------------------------------------------------------
-
-
 def split_hash(segment_id: str) -> float:
     """A uniform number in [0, 1) fixed by the segment id (the split does not depend on order)."""
     return int.from_bytes(hashlib.sha256(segment_id.encode("utf-8")).digest()[:8], "big") / 2.0**64
@@ -275,14 +156,14 @@ def _results(items: list[Item], workers: int, init_args: tuple) -> Iterator[dict
     if workers <= 1:
         from threadpoolctl import threadpool_limits
 
-        _init_worker(*init_args, limit_threads=False)
+        init_worker(*init_args, limit_threads=False)
         with threadpool_limits(1):  # scoped: the caller's process keeps its own setting after
             for item in items:
                 yield process_item(item)
         return
     # spawn: zarr's event-loop thread makes forking after zarr use unsafe (design.md section 3);
     # the workers exit with this process, however it ends (flowkit.data.workers)
-    yield from pool_map(process_item, items, workers, initializer=_init_worker, initargs=init_args)
+    yield from pool_map(process_item, items, workers, initializer=init_worker, initargs=init_args)
 
 
 def _default_encoder() -> Any:
@@ -552,4 +433,4 @@ def _jsonable(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-__all__ = ["PrepareSettings", "PrepareSummary", "plan_splits", "prepare_store", "process_item", "read_keep_list"]
+__all__ = ["PrepareSettings", "PrepareSummary", "plan_splits", "prepare_store", "read_keep_list"]

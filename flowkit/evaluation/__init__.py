@@ -4,6 +4,11 @@ DNSMOS, duration ratio), beside the ceilings of its recordings.
 - `flowkit.evaluation.testset`: meta.lst (Seed-TTS-eval, F5-TTS) and manifest test lists;
   bad lines become rejections with their line numbers;
 - `flowkit.evaluation.judges`: the recogniser, speaker and quality plugins;
-- `flowkit.evaluation.run`: the loop (batches, per-utterance noise, resume);
+- `flowkit.evaluation.settings`: ``EvalSettings``, the command's options;
+- `flowkit.evaluation.run`: ``evaluate``, the command's loop;
+- `flowkit.evaluation.synthesis`: the texts a model can speak, batches, per-utterance noise,
+  long inputs;
+- `flowkit.evaluation.scores`: the scores of one clip and the totals of the results;
+- `flowkit.evaluation.folder`: the eval folder, its files, resume and what it must share;
 - `flowkit.evaluation.render`: ``eval.md`` and ``eval.html`` in the report's style.
 """

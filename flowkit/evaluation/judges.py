@@ -2,7 +2,7 @@
 model (DNSMOS), each a registered plugin built through `flowkit.registry`.
 
 - ``asr``: ``--asr NAME`` (``whisper``, ``pocketsphinx``, a plugin's), else
-  `flowkit.asr.choice.default_recognizer` (Whisper where a model is installed, else
+  `flowkit.judges.choice.default_recognizer` (Whisper where a model is installed, else
   pocketsphinx), else ``asr.pocketsphinx``;
 - ``speaker``: ``speaker.resemblyzer``: ``similarity(a, sr_a, b, sr_b) -> float`` (cosine);
 - ``quality``: ``quality.dnsmos``: ``score(audio, sr) -> {"ovrl", "sig", "bak"}`` (MOS 1..5).
@@ -109,12 +109,12 @@ def _maybe_build(kind: str, name: str, what: str, notes: list[str], **params: An
 
 
 def _default_asr(language: str) -> tuple[Any, str | None]:
-    """`flowkit.asr.choice.default_recognizer` where it exists, else ``asr.pocketsphinx``;
+    """`flowkit.judges.choice.default_recognizer` where it exists, else ``asr.pocketsphinx``;
     and why Whisper was not taken (None when it was)."""
     from flowkit import registry
 
     try:
-        from flowkit.asr.choice import default_recognizer, whisper_unavailable
+        from flowkit.judges.choice import default_recognizer, whisper_unavailable
     except ImportError:
         return registry.build("asr", "pocketsphinx"), None
     return default_recognizer(language=language), whisper_unavailable(language)

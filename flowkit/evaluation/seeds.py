@@ -82,7 +82,8 @@ def evaluate_seeds(checkpoint: str | Path, testset: str | Path, out: str | Path 
         ConfigError: fewer than two seeds, a seed given twice, or no ``out``.
         As `flowkit.evaluation.run.evaluate` raises.
     """
-    from flowkit.evaluation.run import IDENTITY, evaluate, read_results
+    from flowkit.evaluation.folder import IDENTITY, read_results
+    from flowkit.evaluation.run import evaluate
     from flowkit.io import atomic_write_json
 
     seeds = tuple(int(s) for s in seeds)

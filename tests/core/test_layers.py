@@ -22,13 +22,14 @@ PACKAGE = Path(__file__).resolve().parents[2] / "flowkit"
 LAYERS: list[list[str]] = [
     ["flowkit.errors"],
     ["flowkit.io", "flowkit.console", "flowkit.protocols", "flowkit.processes"],  # io raises WriteError
+    ["flowkit.entry_points"],  # what installed distributions declare (kinds, plugins): metadata only
     ["flowkit.registry", "flowkit.hub"],  # hub: hf:// references to local cached paths
     ["flowkit"],  # the public API: flowkit.register, flowkit.FlowkitError
     ["flowkit.config"],
     ["flowkit.text"],  # text front ends: token ids of a text (chars, F5 tokens, phonemes)
     # the checkpoint format: written by training, read by synthesis, reports and interop
     ["flowkit.checkpoints"],
-    ["flowkit.data", "flowkit.flow", "flowkit.asr", "flowkit.judges"],
+    ["flowkit.data", "flowkit.flow", "flowkit.judges"],
     # what a run swaps into a built model: CPU kernels, activation checkpointing (torch only)
     ["flowkit.converters"],
     ["flowkit.model"],

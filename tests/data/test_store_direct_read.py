@@ -14,7 +14,7 @@ from flowkit.data.store import (
     StoreReader,
     StoreWriter,
 )
-from flowkit.data.store.reader import _read_direct
+from flowkit.data.store.direct import read_direct as _read_direct
 
 
 def test_direct_read_equals_zarr(tmp_path, monkeypatch):

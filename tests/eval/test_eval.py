@@ -24,8 +24,10 @@ import torch
 from typer.testing import CliRunner
 
 from flowkit.cli.app import app
+from flowkit.evaluation.folder import read_results
 from flowkit.evaluation.judges import Judges, build_judges
-from flowkit.evaluation.run import EvalSettings, evaluate, read_results
+from flowkit.evaluation.run import evaluate
+from flowkit.evaluation.settings import EvalSettings
 from flowkit.evaluation.testset import read_testset
 
 REPO = Path(__file__).resolve().parents[2]

@@ -1,15 +1,15 @@
-"""A recogniser's transcript of a clip does not depend on what it transcribed before
-(issue 24 §5): pocketsphinx carried its cepstral mean and noise estimate across the
-utterances one decoder had seen, so after a kill -9 and a resume the probe's recogniser
-(a new process, a fresh decoder) heard the step-200 audio differently from the
-uninterrupted run's (which had decoded the earlier probes first): probe_cer 0.875
-against 0.84375 for byte-identical audio.
+"""A recogniser's transcript of a clip does not depend on what it transcribed before.
+
+A pocketsphinx decoder carries its cepstral mean and noise estimate across the utterances
+it has seen; reused across clips, it would make a resumed run's probe (a new process, a
+fresh decoder) hear the step-200 audio differently from the uninterrupted run's (which
+decoded the earlier probes first): probe_cer 0.875 against 0.84375 for byte-identical audio.
 
 The clips are three recorded demo sentences with a little white noise (noisy, as a
 vocoded probe is); the "before" clip is 3 s of loud white noise, which drags the
-cepstral mean far from speech. Before the fix every one of the three came out
-differently after the noise ("home for you" -> "home were you", ...). Whisper, as flowkit
-calls it, carries nothing between calls; its test guards that.
+cepstral mean far from speech. A decoder that carried its state over would transcribe
+every one of the three differently after the noise ("home for you" -> "home were you",
+...). Whisper, as flowkit calls it, carries nothing between calls; its test guards that.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ def test_whisper_hears_a_clip_the_same_whatever_it_heard_before() -> None:
     condition_on_previous_text=False, no prompt, no VAD): a guard that it stays so."""
     pytest.importorskip("faster_whisper")
     from flowkit import registry
-    from flowkit.asr.recognizers import find_whisper_model
     from flowkit.errors import ConfigError
+    from flowkit.judges.recognizers import find_whisper_model
 
     try:
         find_whisper_model()

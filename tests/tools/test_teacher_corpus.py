@@ -82,9 +82,9 @@ def _need_teacher() -> None:
 @pytest.mark.slow
 def test_three_utterances_are_deterministic_resumable_and_held_out(tmp_path: Path) -> None:
     _need_teacher()
-    from flowkit.asr.normalise import normalise_for_scoring
     from flowkit.data.prepare import PrepareSettings, prepare_store
     from flowkit.data.store import StoreReader
+    from flowkit.judges.normalise import normalise_for_scoring
 
     tool = _tool()
     args = {"hours": 1e-4, "seed": 3, "n_heldout": 1, "n_prompts": 1, "block": 1, "threads": 1, "progress": False}

@@ -90,7 +90,7 @@ def test_mixed_configs_are_refused_in_one_line(tmp_path: Path) -> None:
 
 
 def test_cli_and_synthesis_load_the_average(tmp_path: Path) -> None:
-    from flowkit.evaluation.run import default_out
+    from flowkit.evaluation.folder import default_out
     from flowkit.synth.inference import load_inference_model
 
     run = _run_with_steps(tmp_path / "run", [1, 2], {1: 0.5, 2: 0.3})

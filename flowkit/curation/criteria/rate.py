@@ -1,6 +1,6 @@
 """``criterion.speaking_rate``: does the transcript fit the time the clip takes?
 
-Characters of the normalised transcript (`flowkit.asr.normalise`, letters and digits
+Characters of the normalised transcript (`flowkit.judges.normalise`, letters and digits
 only) against seconds of speech (the clip less its leading and trailing silence). A
 speaker reads a language at a steady pace, plus a roughly fixed time to start and stop;
 within each speaker and language a straight line, seconds = a + b x characters, is fitted
@@ -34,7 +34,7 @@ MIN_EXPECTED_S = 0.1
 
 def spoken_characters(text: str, language: str) -> int:
     """Letters and digits of ``text`` once normalised for scoring (numbers spelled out)."""
-    from flowkit.asr.normalise import normalise_for_scoring
+    from flowkit.judges.normalise import normalise_for_scoring
 
     return sum(ch.isalnum() for ch in normalise_for_scoring(text, language or "en"))
 

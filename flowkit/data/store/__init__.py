@@ -55,7 +55,8 @@ from flowkit.data.store.format import (
     latent_digest,
     segment_hash,
 )
-from flowkit.data.store.reader import StoreReader, reader_meta, recompute_fingerprint, verify_store
+from flowkit.data.store.reader import StoreReader
+from flowkit.data.store.verify import reader_meta, recompute_fingerprint, verify_store
 from flowkit.data.store.writer import StoreWriter, committed_lengths, partial_path, remove_partial
 
 __all__ = [

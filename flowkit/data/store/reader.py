@@ -1,10 +1,12 @@
 """Reading a latent store: validated at open, latents read straight from their chunk files.
+
+The chunk layouts read without zarr's API are `flowkit.data.store.direct`'s; the checks of
+a whole store against what prepare wrote (`verify_store`) are `flowkit.data.store.verify`'s.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +16,7 @@ import numpy as np
 
 from flowkit.data import checksums
 from flowkit.data.columns import StringColumn, categorical
+from flowkit.data.store.direct import raw_latent_chunks, read_direct
 from flowkit.data.store.format import (
     FORMAT_NAME,
     FORMAT_VERSION,
@@ -22,56 +25,13 @@ from flowkit.data.store.format import (
     PARTIAL_SUFFIX,
     SEGMENT_ARRAYS,
     STRING_FIELDS,
-    chain_fingerprint,
     chunk_file,
-    fingerprint_seed,
-    latent_digest,
-    segment_hash,
 )
 from flowkit.errors import DataError
 
 
 def _fail(path: Path, problem: str) -> DataError:
     return DataError(f"{path}: {problem}")
-
-
-def _read_direct(folder: Path, array: Any, stop: int) -> np.ndarray | None:
-    """``array[:stop]`` of a zstd-compressed metadata array, read from its chunk files and
-    decoded by numcodecs' Zstd (what zarr's ZstdCodec runs), or None when the array is laid
-    out otherwise (zarr's API then reads it).
-
-    The same bytes as zarr's read (tests/data/test_latent_store.py checks it) without its
-    event-loop round trip per chunk: at a million segments the metadata is ~180 MB
-    decoded, and zarr's API took 1.4 s to read it, this 0.5 s (docs/data-format.md).
-    """
-    from zarr.codecs import BytesCodec, ZstdCodec
-
-    meta = array.metadata
-    codecs = list(meta.codecs)
-    chunks = tuple(meta.chunk_grid.chunk_shape)
-    key = meta.chunk_key_encoding
-    if not (len(codecs) == 2 and isinstance(codecs[0], BytesCodec) and isinstance(codecs[1], ZstdCodec)
-            and (codecs[0].endian is None or codecs[0].endian.value == "little")
-            and getattr(key, "name", "") == "default" and getattr(key, "separator", "") == "/"
-            and array.ndim in (1, 2) and (array.ndim == 1 or chunks[1] == array.shape[1])
-            and not meta.fill_value):
-        return None
-    from numcodecs import Zstd
-
-    dtype = np.dtype(str(array.dtype)).newbyteorder("<")
-    width = array.shape[1] if array.ndim == 2 else 1
-    out = np.zeros((stop, width) if array.ndim == 2 else (stop,), dtype=dtype)
-    flat = out.reshape(-1)
-    rows = chunks[0]
-    codec = Zstd()
-    for k in range(-(-stop // rows)):
-        file = folder / "c" / str(k) / "0" if array.ndim == 2 else folder / "c" / str(k)
-        if not file.is_file():
-            continue  # never written: the fill value (0)
-        raw = np.frombuffer(codec.decode(file.read_bytes()), dtype=dtype)
-        start, end = k * rows, min(stop, (k + 1) * rows)
-        flat[start * width : end * width] = raw[: (end - start) * width]
-    return out.astype(dtype.newbyteorder("="), copy=False)
 
 
 def _all_finite(block: np.ndarray) -> bool:
@@ -184,7 +144,7 @@ class StoreReader:
     def _values(self, array: Any, name: str, stop: int) -> np.ndarray:
         """``array[:stop]``; a chunk that does not decode (bit rot, a torn copy) is a DataError."""
         try:
-            direct = _read_direct(self.path / name, array, stop)
+            direct = read_direct(self.path / name, array, stop)
             values = direct if direct is not None else np.asarray(array[:stop])
         except Exception as exc:
             raise _fail(self.path, f"cannot read array {name!r} ({type(exc).__name__}: {exc}); the store is damaged, "
@@ -249,7 +209,7 @@ class StoreReader:
         units = self._array(group, "units", "int32", ndim=2)
         self.unit_offsets = self._offsets(group, "unit_offsets", n, units.shape[0])
         self.units = self._values(units, "units", int(self.unit_offsets[-1]))
-        self._fast = self._fast_path_ok(latents)
+        self._fast = raw_latent_chunks(latents)
         self._sums = checksums.recorded(a)
         self._check_files()
         self._serve_active_timings()
@@ -330,23 +290,6 @@ class StoreReader:
                         f"checksum (crc32 {crc:08x}, {recorded_crc:08x} at prepare): the file changed after prepare; "
                         "the store is damaged; rebuild it by re-running `flowkit prepare`")
         self._verified.add(k)
-
-    @staticmethod
-    def _fast_path_ok(latents: Any) -> bool:
-        """Whether chunk files are raw little-endian arrays at ``latents/c/<i>/0``."""
-        from zarr.codecs import BytesCodec
-
-        meta = latents.metadata
-        codecs = list(meta.codecs)
-        key = meta.chunk_key_encoding
-        return (
-            len(codecs) == 1
-            and isinstance(codecs[0], BytesCodec)
-            and (codecs[0].endian is None or codecs[0].endian.value == "little")
-            and getattr(key, "name", "") == "default"
-            and getattr(key, "separator", "") == "/"
-            and tuple(meta.chunk_grid.chunk_shape)[1] == latents.shape[1]
-        )
 
     # ---- latents ---------------------------------------------------------
     def _fd(self, chunk: int) -> int | None:
@@ -493,47 +436,3 @@ class StoreReader:
         other = StoreReader.open(state["path"])
         self.__dict__.update(other.__dict__)
         other._fds = {}
-
-
-def verify_store(reader: StoreReader) -> int:
-    """Check every latent chunk of ``reader``'s store against its checksum (the metadata
-    and chunk files were checked at open). Returns the number of chunks checked; 0 for a
-    store prepared before checksums existed, whose fingerprint is recomputed instead.
-
-    Raises:
-        DataError: a chunk that differs from what prepare wrote, or (without checksums)
-            contents whose fingerprint is not the recorded one.
-    """
-    if reader._sums is None:
-        if recompute_fingerprint(reader) != reader.attrs["fingerprint"]:
-            raise _fail(reader.path, "its contents no longer match its fingerprint (it has no per-chunk checksums: "
-                        "prepared by an older flowkit); the store is damaged; "
-                        "rebuild it by re-running `flowkit prepare`")
-        return 0
-    count = checksums.n_chunks(reader.chunk_frames, int(reader.offsets[-1]))
-    for k in range(count):
-        reader.verify_chunk(k)
-    return count
-
-
-def reader_meta(reader: StoreReader, row: int) -> dict[str, Any]:
-    """Segment ``row``'s metadata as `SegmentRecord.meta_dict` wrote it (for fingerprints)."""
-    intensity = float(reader.numeric["intensity"][row])
-    units = reader.segment_units(row)
-    return {
-        **{name: reader.strings[name][row] for name in STRING_FIELDS},
-        "intensity": None if math.isnan(intensity) else intensity,
-        "rate": int(reader.numeric["rate"][row]),
-        "loudness": int(reader.numeric["loudness"][row]),
-        "units": None if units is None else [list(u) for u in units],
-        "units_estimated": bool(reader.numeric["units_estimated"][row]),
-    }
-
-
-def recompute_fingerprint(reader: StoreReader) -> str:
-    """The store fingerprint recomputed from its contents (equals ``attrs["fingerprint"]`` when intact)."""
-    fp = fingerprint_seed(reader.attrs["encoder"], reader.attrs["latent_dtype"])
-    for row in range(reader.n_segments):
-        raw = reader._read_rows(int(reader.offsets[row]), int(reader.offsets[row + 1]))
-        fp = chain_fingerprint(fp, segment_hash(latent_digest(raw), reader_meta(reader, row)))
-    return fp

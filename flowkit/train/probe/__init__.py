@@ -12,7 +12,7 @@ it (fixed t and noise, EMA weights): above zero when the model uses the text.
 
 The judges are plugins, named in every record (``judges``: name, model and package
 version of each): the recogniser is ``Probe.asr`` (default:
-`flowkit.asr.choice.default_recognizer`, Whisper when ``flowkit[eval]`` is installed,
+`flowkit.judges.choice.default_recognizer`, Whisper when ``flowkit[eval]`` is installed,
 pocketsphinx otherwise); ``Probe.speaker`` (default ``speaker.resemblyzer``) gives
 ``probe_sim``, the cosine similarity of the generated speech to its prompt's recording
 (F5-TTS's SIM-o), and ``probe_sim_ref``, to the sentence's own recording; ``Probe.quality``

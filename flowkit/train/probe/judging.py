@@ -45,7 +45,7 @@ class ProbeJudges:
     def score(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str,
               subset: Sequence[int] | None = None) -> tuple[dict[str, float], list[str]]:
         """Transcribe ``audios`` (aligned with ``subset`` of the sentences) and score per language."""
-        from flowkit.asr.scoring import error_rates
+        from flowkit.judges.scoring import error_rates
 
         index = list(range(len(self.sentences))) if subset is None else list(subset)
         hyps = [self.settings.asr.transcribe(audio, sr, self.sentences[i].language)

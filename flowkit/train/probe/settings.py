@@ -70,7 +70,7 @@ class ProbeSettings:
             to the recogniser's token cap). The ground-truth ceiling is measured at step 0
             either way.
         asr: the recogniser (``@asr.whisper()``, ``@asr.pocketsphinx()``); None =
-            `flowkit.asr.choice.default_recognizer` (Whisper when installed, with one line
+            `flowkit.judges.choice.default_recognizer` (Whisper when installed, with one line
             when it falls back to pocketsphinx).
         speaker: the speaker-similarity judge for ``probe_sim``; "auto" =
             ``speaker.resemblyzer`` when installed (else none, with one line); None = none.
@@ -116,7 +116,7 @@ class ProbeSettings:
     def __attrs_post_init__(self) -> None:
         notes = []
         if self.asr is None:
-            from flowkit.asr.choice import default_recognizer, whisper_unavailable
+            from flowkit.judges.choice import default_recognizer, whisper_unavailable
 
             object.__setattr__(self, "asr", default_recognizer())
             reason = whisper_unavailable()

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from flowkit import registry
-from flowkit.asr.scoring import error_rates
 from flowkit.errors import ConfigError
+from flowkit.judges.scoring import error_rates
 
 # Real clips of the shared corpus (speaker allison, en), chosen with digits and without.
 CLIPS = (
@@ -23,7 +23,7 @@ CLIPS = (
     "allison_en_demo-echodone",
     "allison_en_tt-monkeysintro",
 )
-#: pocketsphinx measured 0.0 WER on these 8 clips (0.21 over 42 clips of 2-3.6 s, issue 17);
+#: pocketsphinx measured 0.0 WER on these 8 clips (0.21 over 42 clips of 2-3.6 s);
 #: the bound leaves room for another pocketsphinx build and fails for noise (WER ~1).
 WER_BOUND = 0.35
 
@@ -91,7 +91,7 @@ def test_pocketsphinx_missing_model_file_is_one_line() -> None:
 
 
 def test_whisper_without_any_model_says_how(tmp_path: Path, monkeypatch) -> None:
-    from flowkit.asr import recognizers
+    from flowkit.judges import recognizers
 
     monkeypatch.setattr(recognizers, "SHIPPED_WHISPER", ())
     monkeypatch.setattr(recognizers, "SPLIT_WHISPER", ())

@@ -1,6 +1,6 @@
 """Word and character error rates of hypotheses against references, with jiwer.
 
-Both sides are normalised by `flowkit.asr.normalise.normalise_for_scoring` first. The
+Both sides are normalised by `flowkit.judges.normalise.normalise_for_scoring` first. The
 rates are corpus-level, as jiwer computes them for lists: total edits over total reference
 words (or characters), so a long sentence weighs more than a short one. An empty
 hypothesis against a non-empty reference scores 1.0 (every word deleted); WER can exceed
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 import attrs
 
-from flowkit.asr.normalise import normalise_for_scoring
 from flowkit.errors import ConfigError
+from flowkit.judges.normalise import normalise_for_scoring
 
 __all__ = ["UNSEGMENTED_LANGUAGES", "ErrorRates", "error_rates", "headline_metric"]
 

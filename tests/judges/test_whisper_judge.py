@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from flowkit import registry
-from flowkit.asr import recognizers
-from flowkit.asr.choice import default_recognizer, whisper_unavailable
-from flowkit.asr.scoring import error_rates
 from flowkit.errors import ConfigError
+from flowkit.judges import recognizers
+from flowkit.judges.choice import default_recognizer, whisper_unavailable
+from flowkit.judges.scoring import error_rates
 
 #: Real recordings of the bundled demo clips (allison, en): the sentences among them.
 CLIPS = (
@@ -90,7 +90,7 @@ def test_packed_clips_are_heard_as_when_alone(whisper, clips) -> None:
 
 
 def test_pack_windows_and_assign_words_on_a_fixed_layout() -> None:
-    from flowkit.asr.packing import assign_words, pack_windows, packed_audio
+    from flowkit.judges.packing import assign_words, pack_windows, packed_audio
 
     assert pack_windows([3.0, 4.0, 20.0, 31.0, 1.0], gap_s=2.0, window_s=28.0) == [[0, 1], [2], [3], [4]]
     assert pack_windows([10.0, 8.0, 6.0], gap_s=2.0, window_s=28.0) == [[0, 1, 2]]
@@ -179,7 +179,7 @@ def test_pocketsphinx_describes_itself() -> None:
 def test_a_repetition_loop_is_cut_at_the_token_cap() -> None:
     """Greedy decoding on babble may loop to Whisper's 448-token limit (WER 45 on one probe
     sentence); the cap bounds it by the clip's length and leaves real speech whole."""
-    from flowkit.asr.recognizers import whisper_token_cap
+    from flowkit.judges.recognizers import whisper_token_cap
 
     assert whisper_token_cap(2.0) == 36 and whisper_token_cap(120.0) == whisper_token_cap(30.0) == 316
     # 4 words a second at ~1.3 tokens a word plus timestamps fits well under the cap

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from flowkit import registry
-from flowkit.asr.choice import default_recognizer
-from flowkit.asr.scoring import error_rates, headline_metric
+from flowkit.judges.choice import default_recognizer
+from flowkit.judges.scoring import error_rates, headline_metric
 
 #: Clips of the shared corpus (asterisk-5voice): a Spanish sentence by allison, a Russian one
 #: by maxim (Cyrillic script, a number read as a word).
@@ -57,7 +57,7 @@ def test_it_hears_real_clips_in_their_language(base_whisper, corpus_dir) -> None
 
 def test_the_headline_rate_and_the_judge_are_in_every_record() -> None:
     from flowkit.evaluation.judges import Judges
-    from flowkit.evaluation.run import _judge
+    from flowkit.evaluation.scores import judge_clip
 
     assert headline_metric("zh") == "cer" and headline_metric("ja-JP") == "cer"
     assert headline_metric("es") == "wer" and headline_metric("") == "wer"
@@ -71,7 +71,7 @@ def test_the_headline_rate_and_the_judge_are_in_every_record() -> None:
 
     judges = Judges(asr=Heard())
     silence = (np.zeros(160, np.float32), 16000)
-    record = _judge(judges, *silence, SimpleNamespace(text="你好", language="zh"), silence, None)
+    record = judge_clip(judges, *silence, SimpleNamespace(text="你好", language="zh"), silence, None)
     assert record["asr"] == "asr.fake m1" and record["error_metric"] == "cer"
-    record = _judge(judges, *silence, SimpleNamespace(text="hola", language="es"), silence, None)
+    record = judge_clip(judges, *silence, SimpleNamespace(text="hola", language="es"), silence, None)
     assert record["error_metric"] == "wer" and record["wer"] == 0.0

@@ -15,7 +15,7 @@
 Both take mono float audio at any sample rate (resampled to the 16 kHz they need with
 soxr), are deterministic (fixed decoding, no sampling) and say what they are with
 ``describe()`` (name, model, package version), which every score records.
-`flowkit.asr.choice.default_recognizer` picks Whisper when it can and pocketsphinx otherwise.
+`flowkit.judges.choice.default_recognizer` picks Whisper when it can and pocketsphinx otherwise.
 """
 
 from __future__ import annotations
@@ -431,7 +431,7 @@ class Whisper:
     def transcribe_many(self, audios: Sequence[np.ndarray], sample_rate: int, language: str = "en", *,
                         gap_s: float = 2.0, window_s: float = 28.0) -> list[str]:
         """The words heard in each of ``audios`` (each ``[samples]`` float at ``sample_rate``
-        Hz), clips packed several to a window (`flowkit.asr.packing`): consecutive clips
+        Hz), clips packed several to a window (`flowkit.judges.packing`): consecutive clips
         whose lengths and ``gap_s`` of silence between them fit in ``window_s`` seconds share
         one window, decoded as `transcribe` decodes but with word timestamps; a longer clip
         is transcribed alone.
@@ -439,7 +439,7 @@ class Whisper:
         Raises:
             As `transcribe`.
         """
-        from flowkit.asr.packing import assign_words, pack_windows, packed_audio
+        from flowkit.judges.packing import assign_words, pack_windows, packed_audio
 
         model, lang = self._get_model(), self._language(language)
         clips = [_mono16k(a, sample_rate) for a in audios]

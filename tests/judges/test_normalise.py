@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from flowkit.asr.normalise import normalise_for_scoring
-from flowkit.asr.scoring import error_rates
 from flowkit.errors import ConfigError
+from flowkit.judges.normalise import normalise_for_scoring
+from flowkit.judges.scoring import error_rates
 
 
 @pytest.mark.parametrize(

