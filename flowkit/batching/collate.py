@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -27,7 +26,7 @@ import numpy as np
 import torch
 
 from flowkit.batching.pairing import ItemPlan
-from flowkit.data.labels import emotion_id
+from flowkit.data.labels import emotion_condition
 from flowkit.data.stats import LatentStats
 from flowkit.errors import ConfigError, DataError
 from flowkit.model.conditions import TEXT_PATHS, Conditions
@@ -383,15 +382,13 @@ def collate(
         text[text_mask] = np.fromiter(itertools.chain.from_iterable(ids), np.int64, count=int(chars.sum()))
 
     emotion = np.zeros(b, np.int64)
+    intensity = np.zeros(b, np.float32)
     for i, s in enumerate(meta):
         try:
-            emotion[i] = emotion_id(s.emotion)
+            emotion[i], known = emotion_condition(s.emotion, s.intensity)
         except ValueError as exc:
             raise DataError(f"segment {s.segment_id}: {exc}") from None
-    intensity = np.array(
-        [float(s.intensity) if s.emotion and math.isfinite(s.intensity) else 0.0 for s in meta],
-        np.float32,
-    )
+        intensity[i] = 0.0 if known is None else known
     lang_index = {name: k + 1 for k, name in enumerate(languages)}
     drop_text, drop_prompt = cfg_drop.draw(b, rng) if drops is None else drops
 

@@ -109,6 +109,19 @@ def emotion_id(name: str) -> int:
         raise ValueError(f"unknown emotion {name!r}; known: {', '.join(EMOTIONS)} or '' for unknown") from None
 
 
+
+def emotion_condition(name: str, intensity: float | None) -> tuple[int, float | None]:
+    """The emotion condition of a label, as training and synthesis both give it to the model:
+    ``(emotion_id(name), intensity)``, the intensity (in [0, 1]) kept only with a named emotion
+    and a finite value, else None (the model's "unknown intensity").
+
+    Raises:
+        ValueError: ``name`` is neither "" nor one of `EMOTIONS`.
+    """
+    emotion = emotion_id(name)
+    known = emotion > 0 and intensity is not None and math.isfinite(float(intensity))
+    return emotion, float(intensity) if known else None
+
 def _bucket(value: float, edges: tuple[float, ...]) -> int:
     if value is None or not math.isfinite(value):
         return 0

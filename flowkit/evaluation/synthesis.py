@@ -121,7 +121,7 @@ class Synthesiser:
 
     def generate(self, batch: Sequence[TestItem], prompts: Sequence[tuple[np.ndarray, int]]) -> list[np.ndarray]:
         """De-normalised latents ``[n_i d]`` of each item's target span."""
-        from flowkit.data.labels import emotion_id, recorded_buckets
+        from flowkit.data.labels import emotion_condition, recorded_buckets
         from flowkit.synth.sample import Utterance, inference_conditions, model_prompt
         from flowkit.text.vocabs import encode_text
 
@@ -131,14 +131,14 @@ class Synthesiser:
             raw = self.encode(wave)
             said = self.prompt_text(item)
             rate, loudness = recorded_buckets(wave, wave_sr, said, im.frame_rate, int(raw.shape[0]))
-            labelled = bool(item.emotion) and not np.isnan(item.intensity)
+            emotion, intensity = emotion_condition(item.emotion, item.intensity)
             utterances.append(Utterance(
                 text=encode_text(im.vocab, item.text, item.language),
                 prompt=model_prompt(im.stats, raw),
                 prompt_text=encode_text(im.vocab, said, item.language),
                 language=im.language_id(item.language),
-                emotion=emotion_id(item.emotion) if item.emotion else 0,
-                intensity=float(item.intensity) if labelled else None,
+                emotion=emotion,
+                intensity=intensity,
                 rate=rate,
                 loudness=loudness,
             ))

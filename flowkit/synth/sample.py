@@ -65,14 +65,12 @@ def recorded_labels(segment: Any) -> dict[str, Any]:
     Raises:
         ValueError: an emotion name outside `flowkit.data.labels.EMOTIONS`.
     """
-    import math
+    from flowkit.data.labels import emotion_condition
 
-    from flowkit.data.labels import emotion_id
-
-    labelled = bool(segment.emotion) and math.isfinite(float(segment.intensity))
+    emotion, intensity = emotion_condition(segment.emotion, segment.intensity)
     return {
-        "emotion": emotion_id(segment.emotion),
-        "intensity": float(segment.intensity) if labelled else None,
+        "emotion": emotion,
+        "intensity": intensity,
         "rate": int(segment.rate),
         "loudness": int(segment.loudness),
     }

@@ -47,6 +47,16 @@ def test_labels():
     assert labels.N_RATE_BUCKETS == len(labels.RATE_EDGES_CPS) + 1
 
 
+def test_emotion_condition_keeps_an_intensity_only_with_its_emotion():
+    # the one rule collation, the probe's and eval's synthesis share
+    assert labels.emotion_condition("Sad", 0.25) == (3, 0.25)
+    assert labels.emotion_condition("sad", math.nan) == (3, None)
+    assert labels.emotion_condition("sad", None) == (3, None)
+    assert labels.emotion_condition("", 0.8) == (0, None)  # an intensity without an emotion is unknown
+    with pytest.raises(ValueError, match="unknown emotion 'bored'"):
+        labels.emotion_condition("bored", 0.5)
+
+
 def test_recorded_buckets_label_a_clip_as_prepare_did():
     """Synthesis labels its prompt with `recorded_buckets`; on the bundled clips it gives the
     rate and loudness buckets the demo store was prepared with."""
