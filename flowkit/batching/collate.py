@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from flowkit.batching.pairing import ItemPlan
-from flowkit.data.labels import emotion_condition
+from flowkit.data.labels import emotion_condition, language_id
 from flowkit.data.stats import LatentStats
 from flowkit.errors import ConfigError, DataError
 from flowkit.model.conditions import TEXT_PATHS, Conditions
@@ -389,7 +389,6 @@ def collate(
         except ValueError as exc:
             raise DataError(f"segment {s.segment_id}: {exc}") from None
         intensity[i] = 0.0 if known is None else known
-    lang_index = {name: k + 1 for k, name in enumerate(languages)}
     drop_text, drop_prompt = cfg_drop.draw(b, rng) if drops is None else drops
 
     extra: dict[str, torch.Tensor] = {}
@@ -409,7 +408,7 @@ def collate(
         prompt=None,
         text=torch.from_numpy(text),
         text_mask=torch.from_numpy(text_mask),
-        language=torch.tensor([lang_index.get(s.language, 0) for s in meta], dtype=torch.long),
+        language=torch.tensor([language_id(languages, s.language) for s in meta], dtype=torch.long),
         emotion=torch.from_numpy(emotion),
         intensity=torch.from_numpy(intensity),
         emotion_known=torch.from_numpy(emotion > 0),

@@ -84,6 +84,12 @@ def language_code(value: object) -> str:
     return text
 
 
+
+def language_id(languages: Sequence[str], code: str) -> int:
+    """The model's id of language ``code``: its position in the model's ``languages`` list
+    plus one, 0 (unknown) for a code not in it or empty."""
+    return languages.index(code) + 1 if code in languages else 0
+
 def language_ok(code: str, allowed: Sequence[str] | None) -> bool:
     """Whether the normalised ``code`` may enter a store: "" (unknown) always; else any
     ISO-639-1 code when ``allowed`` is None, or one of ``allowed`` (normalised alike)."""

@@ -33,6 +33,7 @@ import torch
 from flowkit.checkpoints import files as ckpt
 from flowkit.checkpoints.files import resolve_checkpoint
 from flowkit.checkpoints.synthesis_meta import SYNTHESIS_KEY
+from flowkit.data.labels import language_id
 from flowkit.errors import CheckpointError, ConfigError, DataError
 
 __all__ = ["MAX_PROMPT_FRAMES", "InferenceModel", "Pick", "generate", "listen", "load_inference_model",
@@ -89,7 +90,7 @@ class InferenceModel:
 
     def language_id(self, code: str) -> int:
         """Id of language ``code`` (0 when unknown or empty)."""
-        return self.languages.index(code) + 1 if code in self.languages else 0
+        return language_id(self.languages, code)
 
 
 def store_encoder_found(stores: Sequence[str]) -> tuple[dict[str, Any] | None, str | None]:
