@@ -47,12 +47,12 @@ def _prepare_defaults() -> tuple[float, float]:
 def unknown_symbols(vocab: Any, text: str, language: str = "") -> tuple[int, int, list[str]]:
     """``(unknown, spoken, missing)`` for ``text``: how many of its ids the vocabulary does
     not know, how many ids are not word separators, and the missing characters (or tokens)
-    themselves (``vocab.missing`` where the front end has it).
+    themselves (`flowkit.text.vocabs.missing_tokens`).
 
     Any front end's vocabulary works: its ``unknown_count`` grows by the ids it could not
     find (`flowkit.text.chars`, ``text_f5``, ``text_phonemes``).
     """
-    from flowkit.text.vocabs import encode_text
+    from flowkit.text.vocabs import encode_text, missing_tokens
 
     before = int(getattr(vocab, "unknown_count", 0))
     ids = encode_text(vocab, text, language)
@@ -65,7 +65,7 @@ def unknown_symbols(vocab: Any, text: str, language: str = "") -> tuple[int, int
     if hasattr(vocab, "unknown_count"):
         vocab.unknown_count = before  # a check is not synthesis: leave the counter as it was
     spoken = sum(1 for i in ids if i not in space)
-    missing = list(vocab.missing([text])) if hasattr(vocab, "missing") else []
+    missing = missing_tokens(vocab, [text], [language])
     return unknown, spoken, missing
 
 

@@ -198,6 +198,28 @@ class PhonemeVocab:
         symbols += _gap_symbols(text[pos:])
         return self._ids(symbols), tuple(out)
 
+    def missing(self, texts: Iterable[str], languages: Iterable[str] | None = None) -> list[str]:
+        """Symbols of ``texts`` (each phonemized in its ``languages`` entry; None: the default
+        language) the vocabulary lacks, sorted by code point: what growing it for new data adds.
+
+        Raises:
+            DataError: no espeak-ng voice for a language.
+        """
+        seen: set[str] = set()
+        langs = iter(languages) if languages is not None else None
+        for text in texts:
+            seen.update(self.symbols_of(text, next(langs) if langs is not None else ""))
+        return sorted(seen - set(self._index))
+
+    def extended(self, symbols: Iterable[str], languages: Iterable[str] = ()) -> PhonemeVocab:
+        """This vocabulary with ``symbols`` appended (old ids unchanged, new ones after them)
+        and a voice saved for each of ``languages`` it has none for."""
+        voices = dict(self.voices)
+        for language in languages:
+            if language not in voices:
+                voices[language] = voice_for(language, self.default_language, self.voices)
+        return PhonemeVocab(self.symbols + tuple(symbols), voices, self.default_language)
+
     def decode(self, ids: Iterable[int]) -> str:
         """Symbols of ``ids`` joined (word boundaries are spaces); padding dropped, unknown -> U+FFFD."""
         return "".join(self.symbols[i - 2] if 2 <= i < self.size else "\ufffd" for i in ids if i != PAD_ID)

@@ -11,7 +11,8 @@ from typing import Any
 
 import attrs
 
-__all__ = ["RebuiltVocab", "build_vocab_for", "encode_text", "rebuild_vocab", "separator_ids", "vocab_from_state_dict"]
+__all__ = ["RebuiltVocab", "build_vocab_for", "encode_text", "grown_vocab", "missing_tokens", "rebuild_vocab",
+           "separator_ids", "vocab_from_state_dict"]
 
 
 def encode_text(vocab: Any, text: str, language: str = "") -> list[int]:
@@ -38,6 +39,33 @@ def build_vocab_for(front_end: Any, texts: Iterable[str], languages: Iterable[st
         return front_end.build_vocab(texts, languages)
     return front_end.build_vocab(texts)
 
+
+
+def missing_tokens(vocab: Any, texts: Iterable[str], languages: Iterable[str]) -> list[str]:
+    """The tokens of ``texts`` (in their ``languages`` where the front end reads them)
+    ``vocab`` lacks, sorted; ``[]`` for a vocabulary that cannot grow."""
+    if not hasattr(vocab, "missing"):
+        return []
+    if getattr(vocab, "needs_language", False):
+        return vocab.missing(texts, languages)
+    return vocab.missing(texts)
+
+
+def grown_vocab(vocab: Any, texts: Iterable[str], languages: Iterable[str]) -> tuple[Any, list[str]]:
+    """``(vocab with the tokens of texts it lacks appended, those tokens)``: old ids unchanged,
+    new ones after them (`missing_tokens`); ``(vocab, [])`` when none is missing. A vocabulary
+    that reads languages also keeps a voice for each new one.
+
+    Raises:
+        DataError: (phonemes) no espeak-ng voice for a language.
+    """
+    languages = list(languages)
+    added = missing_tokens(vocab, texts, languages)
+    if not added:
+        return vocab, []
+    if getattr(vocab, "needs_language", False):
+        return vocab.extended(added, sorted(set(languages))), added
+    return vocab.extended(added), added
 
 def vocab_from_state_dict(state: dict[str, Any]) -> Any:
     """The vocabulary a checkpoint saved, whichever text front end made it (by ``kind``).

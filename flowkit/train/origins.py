@@ -117,14 +117,16 @@ class InitFrom:
     def data_state(self, settings: Trainer, train_set: Any) -> tuple[Any, Any, list[str]]:
         """The parent's stats, languages and vocabulary, grown by the tokens and languages of
         the data it lacks (new languages appended in sorted order: old ids stay)."""
+        from flowkit.text.vocabs import grown_vocab
+
         stats, vocab, languages = _checkpoint_data_state(self.loaded)
-        # phoneme vocabularies do not grow (unseen symbols count as unknown)
-        added = vocab.missing(train_set.segments.texts()) if hasattr(vocab, "missing") else []
+        vocab, _ = grown_vocab(vocab, train_set.segments.texts(), train_set.segments.field("language"))
         new_languages = sorted({v for v in train_set.segments.values("language") if v} - set(languages))
-        return stats, (vocab.extended(added) if added else vocab), [*languages, *new_languages]
+        return stats, vocab, [*languages, *new_languages]
 
     def restore(self, parts: RunParts, settings: Trainer, ctx: distributed.DistContext) -> Restored:
         from flowkit.model.dit import DUR_FILM_PREFIX, GLOBALS_PREFIX
+        from flowkit.text.vocabs import missing_tokens
         from flowkit.train.vocab_growth import (
             INIT_RULE,
             LANGUAGE_INIT_RULE,
@@ -139,8 +141,8 @@ class InitFrom:
         parent_model, parent_ema = dict(self.loaded.state["model"]), dict(self.loaded.state["ema"])
         vocab = parts.vocab  # grown by `data_state` from the parent's by these tokens:
         parent_vocab = _checkpoint_data_state(self.loaded)[1]
-        added_tokens = (parent_vocab.missing(parts.train_set.segments.texts()) if hasattr(parent_vocab, "missing")
-                        else [])
+        added_tokens = missing_tokens(parent_vocab, parts.train_set.segments.texts(),
+                                      parts.train_set.segments.field("language"))
         if added_tokens:
             parent_model = grow_text_embedding(parent_model, vocab.size)
             parent_ema["shadow"] = grow_text_embedding(parent_ema["shadow"], vocab.size)

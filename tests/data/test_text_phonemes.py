@@ -135,3 +135,56 @@ def test_aligned_path_trains_on_phonemes_and_synthesises(tmp_path):
     assert int(cond.unit_mask.sum()) == 3  # one unit per word, sized by the duration head
     [latents] = generate(im, [utterance], steps=2)
     assert latents.shape == (int(cond.target_mask.sum()), 8) and np.isfinite(latents).all()
+
+
+def test_a_phoneme_vocabulary_grows_by_the_symbols_of_a_new_language():
+    from flowkit.text.vocabs import grown_vocab, missing_tokens
+
+    english = PhonemeFrontEnd().build_vocab(["the cat sat on the mat", "a good book"], ["en", "en"])
+    texts, languages = ["el niño come pan", "the cat"], ["es", "en"]
+    added = missing_tokens(english, texts, languages)
+    spanish = set(phonemize("el niño come pan", "es"))
+    assert added == sorted(spanish - set(english.symbols)) and "ɲ" in added  # what English lacks, sorted
+    assert missing_tokens(english, ["the cat"], ["en"]) == []
+    grown, again = grown_vocab(english, texts, languages)
+    assert again == added and grown.symbols == english.symbols + tuple(added)  # old ids unchanged, new after
+    assert grown.voices == {"en": "en-us", "es": "es"}
+    assert grown.encode("the cat", "en") == english.encode("the cat", "en")
+    assert 1 not in grown.encode("el niño come pan", "es") and 1 in english.encode("el niño come pan", "es")
+    assert PhonemeVocab.from_state_dict(json.loads(json.dumps(grown.state_dict()))).symbols == grown.symbols
+    assert grown_vocab(english, ["the cat"], ["en"]) == (english, [])
+
+
+def test_init_from_a_phoneme_base_grows_its_text_embedding_for_a_new_language(tmp_path):
+    """A phoneme base (English) fine-tuned on Spanish: the symbols English lacks get rows of their
+    own (old rows unchanged), the run says which, and synthesis reads Spanish without unknowns."""
+    import importlib.util
+
+    from test_adapter_runs import _spanish_store
+    from train_helpers import DEBUG_GIN, TINY
+
+    from flowkit.checkpoints import files as checkpoint
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.train import run
+    from flowkit.train.vocab_growth import INIT_RULE
+
+    spec = importlib.util.spec_from_file_location("train_fixtures",
+                                                  Path(__file__).resolve().parents[1] / "train" / "conftest.py")
+    fixtures = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fixtures)
+    english = fixtures.write_store(tmp_path / "en.zarr", per_speaker=4)
+    spanish = _spanish_store(tmp_path / "es.zarr")
+    phonemes = "Trainer.text = @text.phonemes()"
+    base = run.train([DEBUG_GIN], [*TINY, phonemes], data=[english], out=tmp_path / "base", steps=2, device="cpu")
+    assert base.status == "completed"
+    child = run.train([DEBUG_GIN], [*TINY, phonemes], data=[spanish], out=tmp_path / "child", steps=2,
+                      device="cpu", init_from=tmp_path / "base")
+    assert child.status == "completed"
+    parent_vocab = load_inference_model(tmp_path / "base").vocab
+    im = load_inference_model(tmp_path / "child")
+    info = json.loads((tmp_path / "child" / "run_info.json").read_text())["init_from"]["added_tokens"]
+    assert info["tokens"] and im.vocab.symbols == parent_vocab.symbols + tuple(info["tokens"])
+    assert info["rows"] == [parent_vocab.size, im.vocab.size] and info["init"] == INIT_RULE
+    assert 1 not in im.vocab.encode("año más niño sol", "es") and 1 in parent_vocab.encode("año más niño sol", "es")
+    grown = checkpoint.load_checkpoint(checkpoint.find_latest(tmp_path / "child" / "checkpoints")[0])
+    assert grown.state["model"]["text.embed.weight"].shape[0] == im.vocab.size
