@@ -39,37 +39,23 @@ import attrs
 from flowkit.entry_points import (
     AUTOLOAD_ENV,
     CONFIGURABLE_GROUP,
-    ENTRY_POINT_GROUP,
-    KIND_GROUP,
     OWN_DISTRIBUTION,
     check_declared,
     closest,
     declared_kinds,
     did_you_mean,
     discover,
-    installed_version,
-    kinds,
+    entries,
 )
-from flowkit.entry_points import entries as _entries  # read as registry._entries by flowkit.config.trust
 from flowkit.errors import RegistryError
 
 __all__ = [
-    "AUTOLOAD_ENV",
-    "CONFIGURABLE_GROUP",
-    "ENTRY_POINT_GROUP",
-    "KIND_GROUP",
     "Component",
     "check_kind",
-    "closest",
     "components",
     "configurable",
-    "declared_kinds",
-    "did_you_mean",
-    "discover",
     "from_record",
-    "installed_version",
     "get",
-    "kinds",
     "load_plugins",
     "parameters_of",
     "record_of",
@@ -278,7 +264,7 @@ def load_plugins(*, third_party: bool | None = None) -> None:
                     f"{module_name} registered no {entry.gin_name}; check its "
                     f"@flowkit.register({entry.kind!r}, {entry.name!r})"
                 )
-        for name, value, dist in _entries(CONFIGURABLE_GROUP):
+        for name, value, dist in entries(CONFIGURABLE_GROUP):
             if dist == OWN_DISTRIBUTION or third_party:
                 _import_declared(value.split(":")[0].strip(), name, dist)
     except BaseException:
@@ -293,12 +279,12 @@ def configurable(name: str) -> Any:
     Raises:
         RegistryError: no installed distribution declares ``name``.
     """
-    for declared, value, dist in _entries(CONFIGURABLE_GROUP):
+    for declared, value, dist in entries(CONFIGURABLE_GROUP):
         if declared == name:
             module_name, _, attr = value.partition(":")
             _import_declared(module_name.strip(), name, dist)
             return getattr(importlib.import_module(module_name.strip()), attr.strip())
-    known = [declared for declared, _, _ in _entries(CONFIGURABLE_GROUP)]
+    known = [declared for declared, _, _ in entries(CONFIGURABLE_GROUP)]
     raise RegistryError(f"no configurable {name!r} is declared{did_you_mean(closest(name, known))}")
 
 

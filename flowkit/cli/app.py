@@ -124,7 +124,7 @@ def plugins(
     markdown: Annotated[bool, typer.Option("--markdown", help="Print the gin reference as markdown.")] = False,
 ) -> None:
     """List registered components: kind, name, source distribution, summary, parameters."""
-    from flowkit import registry
+    from flowkit import entry_points, registry
     from flowkit.cli.plugins_view import entry_point, print_markdown, print_table
     from flowkit.errors import RegistryError
 
@@ -143,7 +143,7 @@ def plugins(
     else:
         own = {(c.kind, c.name) for c in comps}
         declared = [] if entry is not None else [
-            e for e in registry.discover() if (kind is None or e.kind == kind) and (e.kind, e.name) not in own]
+            e for e in entry_points.discover() if (kind is None or e.kind == kind) and (e.kind, e.name) not in own]
         print_table(comps, kind, declared)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from flowkit import registry
+from flowkit import entry_points
 from flowkit.entry_points import PluginEntry
 from flowkit.registry import Component
 
@@ -59,7 +59,7 @@ def _entry_points() -> list[Component]:
     for _, configurable in gin.config._REGISTRY.items():  # gin 0.5 has no public listing
         module = configurable.module or ""
         wrapped = configurable.wrapped
-        if module in registry.declared_kinds() or not getattr(wrapped, "__module__", "").startswith("flowkit."):
+        if module in entry_points.declared_kinds() or not getattr(wrapped, "__module__", "").startswith("flowkit."):
             continue
         out.append(Component("", configurable.name, wrapped, wrapped.__module__, "flowkit"))
     return sorted(out, key=lambda c: c.name)
@@ -82,7 +82,7 @@ def markdown(comps: Sequence[Component]) -> str:
     for entry in _entry_points():
         lines += [f"### `{entry.name}`", "", entry.summary or "(no summary)", "", f"Source: `{entry.module}`", ""]
         lines += _table(entry.parameters())
-    for kind, what in registry.kinds().items():
+    for kind, what in entry_points.kinds().items():
         of_kind = [c for c in comps if c.kind == kind]
         if not of_kind:
             continue

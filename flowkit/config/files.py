@@ -12,7 +12,7 @@ import difflib
 import re
 from pathlib import Path
 
-from flowkit import registry
+from flowkit import entry_points
 from flowkit.errors import ConfigError
 
 __all__ = ["REPO_GIN", "expand_includes", "read_gin", "resolve_config_file", "search_path"]
@@ -60,7 +60,7 @@ def resolve_config_file(name: str | Path, relative_to: Path | None = None) -> Pa
             names = sorted(p.name for p in candidate.parent.glob("*.gin"))
             close = difflib.get_close_matches(path.name, names, n=3, cutoff=0.7)
             near += [str(path.parent / n) if path.parent != Path(".") else n for n in close]
-    hint = registry.did_you_mean(list(dict.fromkeys(near))[:3])
+    hint = entry_points.did_you_mean(list(dict.fromkeys(near))[:3])
     where = ", ".join(dict.fromkeys(str(c.parent) for c in candidates if c.parent.is_dir())) or "nowhere that exists"
     raise ConfigError(f"config file {str(name)!r} not found{hint}; looked in: {where}")
 

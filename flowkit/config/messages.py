@@ -8,7 +8,7 @@ import re
 import tokenize
 from pathlib import Path
 
-from flowkit import registry
+from flowkit import entry_points
 from flowkit.config.names import known_configurables, parameters_of, suggest
 from flowkit.config.sources import where_bound
 from flowkit.errors import ConfigError
@@ -67,10 +67,10 @@ def explain(exc: BaseException, source: str = "", source_text: str = "") -> str:
         name = m.group(1)
         pool = known_configurables()
         kind = name.split(".")[0]
-        if "." in name and kind in registry.declared_kinds():
+        if "." in name and kind in entry_points.declared_kinds():
             pool = [p for p in pool if p.startswith(kind + ".")]  # a misspelled name, not kind
-        fix = suggest(name, pool) or (
-            f"see `flowkit plugins{' ' + kind if kind in registry.declared_kinds() else ''}` for the registered names")
+        listing = f"flowkit plugins {kind}" if kind in entry_points.declared_kinds() else "flowkit plugins"
+        fix = suggest(name, pool) or f"see `{listing}` for the registered names"
         head = f"unknown component or configurable {name!r}"
     m = re.search(r"Configurable '([\w.]+)' doesn't have a parameter named '(\w+)'", head)
     if m:

@@ -8,7 +8,7 @@ from collections.abc import Iterable
 
 import gin
 
-from flowkit import registry
+from flowkit import entry_points, registry
 
 __all__ = ["display_name", "known_configurables", "parameters_of", "suggest"]
 
@@ -17,7 +17,7 @@ def display_name(configurable: object) -> str:
     """``kind.name`` for a registered component, the bare name for other configurables."""
     module = getattr(configurable, "module", None) or ""
     name = configurable.name  # type: ignore[attr-defined]
-    return f"{module}.{name}" if module in registry.declared_kinds() else name
+    return f"{module}.{name}" if module in entry_points.declared_kinds() else name
 
 
 def known_configurables() -> list[str]:
@@ -37,5 +37,5 @@ def parameters_of(selector: str) -> list[str]:
 
 
 def suggest(word: str, pool: Iterable[str]) -> str:
-    near = registry.closest(word, list(pool))
+    near = entry_points.closest(word, list(pool))
     return f"did you mean {' or '.join(repr(n) for n in near)}?" if near else ""

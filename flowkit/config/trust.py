@@ -27,7 +27,7 @@ from __future__ import annotations
 import io
 from functools import lru_cache
 
-from flowkit import registry
+from flowkit import entry_points
 from flowkit.errors import ConfigError
 
 __all__ = ["allowed_modules", "check_statements"]
@@ -39,8 +39,8 @@ def allowed_modules() -> frozenset[str]:
     in its flowkit entry points, and the packages that hold them (metadata only: nothing
     is imported)."""
     declared: set[str] = set()
-    for group in (registry.ENTRY_POINT_GROUP, registry.CONFIGURABLE_GROUP, registry.KIND_GROUP):
-        for _, value, _ in registry._entries(group):
+    for group in (entry_points.ENTRY_POINT_GROUP, entry_points.CONFIGURABLE_GROUP, entry_points.KIND_GROUP):
+        for _, value, _ in entry_points.entries(group):
             module = value.split(":")[0].strip()
             parts = module.split(".")
             declared.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))

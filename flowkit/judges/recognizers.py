@@ -27,8 +27,9 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flowkit.entry_points import installed_version
 from flowkit.errors import ConfigError
-from flowkit.registry import installed_version, register
+from flowkit.registry import register
 
 __all__ = ["PocketSphinx", "Whisper", "WhisperModel", "find_whisper_model"]
 

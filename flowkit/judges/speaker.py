@@ -17,8 +17,9 @@ from typing import Any
 import attrs
 import numpy as np
 
+from flowkit.entry_points import installed_version
 from flowkit.errors import ConfigError
-from flowkit.registry import installed_version, register
+from flowkit.registry import register
 
 __all__ = ["RESEMBLYZER_MODULES", "Resemblyzer", "cosine"]
 

@@ -10,7 +10,7 @@ import attrs
 import gin
 import pytest
 
-from flowkit import config, registry
+from flowkit import config, entry_points, registry
 from flowkit.errors import RegistryError
 
 
@@ -39,10 +39,10 @@ def make_dist(root, dist, module, body, entries, kinds=()):
 def site(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     registry._top_level_distributions.cache_clear()
-    registry.declared_kinds.cache_clear()
+    entry_points.declared_kinds.cache_clear()
     yield tmp_path
     registry._top_level_distributions.cache_clear()
-    registry.declared_kinds.cache_clear()
+    entry_points.declared_kinds.cache_clear()
     for name in [m for m in sys.modules if m.startswith("fkplug_")]:
         del sys.modules[name]
 
@@ -101,7 +101,7 @@ def test_gin_misspelled_component_and_parameter():
 
 
 def test_discovers_the_installed_example_plugin_without_importing_it():
-    entries = {e.gin_name: e for e in registry.discover()}
+    entries = {e.gin_name: e for e in entry_points.discover()}
     assert entries["t_sampler.mode"].distribution == "flowkit-tsamplers"
     assert entries["t_sampler.mode"].target == "flowkit_tsamplers.samplers"
     registry.load_plugins()
@@ -155,7 +155,7 @@ def test_plugin_failing_to_import_is_named(site, fresh_load):
 
 def test_environment_variable_turns_autoload_off(site, fresh_load, monkeypatch):
     make_dist(site, "fkplug-broken2", "fkplug_broken2", "raise ImportError('boom')\n", ["loss.broken2"])
-    monkeypatch.setenv(registry.AUTOLOAD_ENV, "1")
+    monkeypatch.setenv(entry_points.AUTOLOAD_ENV, "1")
     registry.load_plugins()  # does not import the broken plugin
     assert "fkplug_broken2" not in sys.modules
 
@@ -163,15 +163,15 @@ def test_environment_variable_turns_autoload_off(site, fresh_load, monkeypatch):
 def test_entry_point_with_a_bad_name(site, fresh_load):
     make_dist(site, "fkplug-badname", "fkplug_badname", "", ["justaname"])
     with pytest.raises(RegistryError, match="must be named '<kind>.<name>'"):
-        registry.discover()
+        entry_points.discover()
 
 
 def test_discover_reads_metadata_only(site):
     make_dist(site, "fkplug-lazy", "fkplug_lazy", "raise RuntimeError('imported!')\n", ["loss.lazy"])
-    names = [e.gin_name for e in registry.discover()]
+    names = [e.gin_name for e in entry_points.discover()]
     assert "loss.lazy" in names
     assert "fkplug_lazy" not in sys.modules
-    assert any(ep.name == "loss.lazy" for ep in metadata.entry_points(group=registry.ENTRY_POINT_GROUP))
+    assert any(ep.name == "loss.lazy" for ep in metadata.entry_points(group=entry_points.ENTRY_POINT_GROUP))
 
 
 NEW_KIND = '''
@@ -209,7 +209,7 @@ def test_a_plugin_declares_a_new_kind_listed_without_import(site, fresh_load, mo
 
     make_dist(site, "fkplug-judge", "fkplug_judge", NEW_KIND, ["judge_t.constant"],
               kinds=[("judge_t", "fkplug_judge:Judge")])
-    assert registry.declared_kinds()["judge_t"].distribution == "fkplug-judge"
+    assert entry_points.declared_kinds()["judge_t"].distribution == "fkplug-judge"
     monkeypatch.setenv("FLOWKIT_NO_PLUGINS", "1")
     result = CliRunner().invoke(app, ["plugins"])
     assert result.exit_code == 0, result.output
@@ -220,7 +220,7 @@ def test_a_plugin_declares_a_new_kind_listed_without_import(site, fresh_load, mo
     try:
         comp = registry.get("judge_t", "constant")
         assert comp.distribution == "fkplug-judge"
-        assert registry.kinds()["judge_t"] == "Scores a clip (a kind this plugin adds)."
+        assert entry_points.kinds()["judge_t"] == "Scores a clip (a kind this plugin adds)."
         assert registry.check_kind(comp.obj(), "judge_t", where="test").value == 1.0
     finally:
         registry._REGISTRY.pop(("judge_t", "constant"), None)
@@ -239,7 +239,7 @@ def test_a_component_of_the_wrong_kind_is_one_clear_error():
 
 def test_flowkit_declares_its_own_components_like_a_plugin():
     """No client list in the registry: flowkit's components come from its own metadata."""
-    entries = [e for e in registry.discover() if e.distribution == "flowkit"]
+    entries = [e for e in entry_points.discover() if e.distribution == "flowkit"]
     assert {"schedule.flow_matching", "loss.masked_mse", "model.dit"} <= {e.gin_name for e in entries}
     assert not hasattr(registry, "BUILTIN_MODULES") and not hasattr(registry, "KINDS")
 
@@ -251,7 +251,7 @@ def test_every_declared_configurable_resolves():
 
     from flowkit import registry
 
-    declared = [name for name, _, _ in registry._entries(registry.CONFIGURABLE_GROUP)]
+    declared = [name for name, _, _ in entry_points.entries(entry_points.CONFIGURABLE_GROUP)]
     assert {"Trainer", "Probe"} <= set(declared)
     for name in declared:
         obj = registry.configurable(name)
