@@ -1,8 +1,13 @@
-"""Measure the sample path: the flowkit modules a report's samples pass through, in order.
+"""Measure a reading path: the flowkit modules a report's samples, or a training step, pass through.
 
 python tools/trace_path.py                  # trains a 2-step debug run on the demo store first
 python tools/trace_path.py --run RUN_DIR    # an existing run (a checkpoint to sample from)
 python tools/trace_path.py --depth 3 --path # look one module further; print the path
+python tools/trace_path.py --step --path    # the step path: `flowkit train` to the first optimizer.step()
+
+The step path (``--step``): `flowkit.train.run.train` of a 1-step `gin/debug.gin` run on the
+bundled demo store, traced as below, cut at the first call of the optimizer's ``step``; its
+rooms are the files a reader opens following the code from the command to the update.
 
 What is counted (following run_dir from report/samples.py:sample_blocks):
 `flowkit.report.samples.sample_blocks` runs under `sys.settrace`, and every call of a
@@ -89,7 +94,7 @@ class PathCounts:
                 f"{self.returns} returns to a room already left ({self.steps} calls followed)")
 
 
-def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH,
+def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH, stop_at: tuple[str, ...] = (),
                 **kwargs: Any) -> tuple[Any, list[Step]]:
     """Run ``fn(*args, **kwargs)`` under `sys.settrace`; its result and the followed calls.
 
@@ -97,9 +102,11 @@ def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH,
     function called from torch, say, counts as called by the flowkit frame below it). A
     root outside flowkit makes each flowkit function it calls a root (depth 0). Only
     flowkit frames are traced further (their returns, no line events), which keeps the
-    cost to about one Python call per function call.
+    cost to about one Python call per function call. ``stop_at`` (``"path/file.py:function"``,
+    any package; several allowed): the steps are cut at the first call of one of them.
     """
     cache: dict[str, str | None] = {}
+    cut: list[int] = []
     seen: set[tuple[Any, int, Any]] = set()
     steps: list[Step] = []
     live: dict[Any, tuple[str, int, bool]] = {}  # a running flowkit frame -> (module, depth, followed)
@@ -114,6 +121,8 @@ def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH,
             return None
         module = _module_of(frame.f_code.co_filename, cache)
         if module is None:
+            if (stop_at and not cut and f"{frame.f_code.co_filename}:{frame.f_code.co_name}".endswith(stop_at)):
+                cut.append(len(steps))
             return None
         name = frame.f_code.co_name
         caller = frame.f_back
@@ -152,7 +161,7 @@ def trace_calls(fn: Callable[..., Any], *args: Any, depth: int = DEFAULT_DEPTH,
         result = fn(*args, **kwargs)
     finally:
         sys.settrace(previous)
-    return result, steps
+    return result, steps[:cut[0]] if cut else steps
 
 
 def count(steps: list[Step], layer_of: Callable[[str], int] | None = None) -> PathCounts:
@@ -217,6 +226,28 @@ def trace_samples(run_dir: Path, *, depth: int = DEFAULT_DEPTH, n: int = 1,
     return trace_calls(sample_blocks, Path(run_dir), n, steps=steps, depth=depth)
 
 
+def trace_step(out: Path, *, depth: int = DEFAULT_DEPTH) -> list[Step]:
+    """`flowkit.train.run.train` of a 1-step `gin/debug.gin` run in ``out``, traced up to the
+    first ``torch.optim`` ``step`` (the update)."""
+    import importlib
+
+    import gin
+
+    from flowkit import registry
+    from flowkit.train.run import train
+
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+    registry.load_plugins()
+    try:
+        _, steps = trace_calls(train, [REPO / "gin" / "debug.gin"], ["Trainer.loggers = []"], out=out, steps=1,
+                               device="cpu", depth=depth,
+                               stop_at=("torch/optim/adamw.py:step", "torch/optim/adam.py:step"))
+    finally:
+        gin.clear_config()
+    return steps
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run", type=Path, help="a run directory with a checkpoint (default: train a 2-step one)")
@@ -224,10 +255,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="module boundaries followed below sample_blocks")
     parser.add_argument("--samples", type=int, default=2, help="samples to synthesise (repeats are not followed)")
     parser.add_argument("--path", action="store_true", help="print the path, one line per stay (^ = a climb)")
+    parser.add_argument("--step", action="store_true",
+                        help="the step path instead: flowkit train to the first optimizer.step()")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
-        run = args.run or tiny_run(Path(tmp) / "run")
-        _, steps = trace_samples(run, depth=args.depth, n=args.samples)
+        if args.step:
+            steps = trace_step(Path(tmp) / "run", depth=args.depth)
+        else:
+            run = args.run or tiny_run(Path(tmp) / "run")
+            _, steps = trace_samples(run, depth=args.depth, n=args.samples)
     layer_of = _layer_table()
     if args.path:
         print(render_path(steps, layer_of))

@@ -70,3 +70,18 @@ def test_a_call_site_is_followed_once_and_depth_is_bounded(tracer) -> None:
     _, steps = tracer.trace_calls(many, depth=2)
     # `many` is not flowkit code: its first flowkit call is the root of the path
     assert [(s.module, s.function) for s in steps] == [("flowkit.text.vocabs", "encode_text")]
+
+
+MAX_STEP_ROOMS = 20  # the step path's files (tools/trace_path.py --step), docs/concepts.md
+
+
+def test_the_step_path_stays_in_its_files(tracer, tmp_path: Path) -> None:
+    """`flowkit train` to the first optimizer step opens at most MAX_STEP_ROOMS flowkit files
+    (two module boundaries below `train`), and the cut lands on the update: the training
+    loop's `train_step` is on the path, nothing after it is."""
+    steps = tracer.trace_step(tmp_path / "run")
+    counts = tracer.count(steps)
+    path = tracer.render_path(steps)
+    assert counts.rooms <= MAX_STEP_ROOMS, f"{counts.summary()}\n{path}"
+    assert steps[-1].module == "flowkit.train.loop" and "train_step" in [s.function for s in steps], path
+    assert "save" not in [s.function for s in steps if s.module == "flowkit.checkpoints.files"], path
