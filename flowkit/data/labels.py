@@ -84,11 +84,11 @@ def language_code(value: object) -> str:
     return text
 
 
-
 def language_id(languages: Sequence[str], code: str) -> int:
     """The model's id of language ``code``: its position in the model's ``languages`` list
     plus one, 0 (unknown) for a code not in it or empty."""
     return languages.index(code) + 1 if code in languages else 0
+
 
 def language_ok(code: str, allowed: Sequence[str] | None) -> bool:
     """Whether the normalised ``code`` may enter a store: "" (unknown) always; else any
@@ -115,7 +115,6 @@ def emotion_id(name: str) -> int:
         raise ValueError(f"unknown emotion {name!r}; known: {', '.join(EMOTIONS)} or '' for unknown") from None
 
 
-
 def emotion_condition(name: str, intensity: float | None) -> tuple[int, float | None]:
     """The emotion condition of a label, as training and synthesis both give it to the model:
     ``(emotion_id(name), intensity)``, the intensity (in [0, 1]) kept only with a named emotion
@@ -127,6 +126,7 @@ def emotion_condition(name: str, intensity: float | None) -> tuple[int, float | 
     emotion = emotion_id(name)
     known = emotion > 0 and intensity is not None and math.isfinite(float(intensity))
     return emotion, float(intensity) if known else None
+
 
 def _bucket(value: float, edges: tuple[float, ...]) -> int:
     if value is None or not math.isfinite(value):

@@ -40,7 +40,6 @@ def build_vocab_for(front_end: Any, texts: Iterable[str], languages: Iterable[st
     return front_end.build_vocab(texts)
 
 
-
 def missing_tokens(vocab: Any, texts: Iterable[str], languages: Iterable[str]) -> list[str]:
     """The tokens of ``texts`` (in their ``languages`` where the front end reads them)
     ``vocab`` lacks, sorted; ``[]`` for a vocabulary that cannot grow."""
@@ -66,6 +65,7 @@ def grown_vocab(vocab: Any, texts: Iterable[str], languages: Iterable[str]) -> t
     if getattr(vocab, "needs_language", False):
         return vocab.extended(added, sorted(set(languages))), added
     return vocab.extended(added), added
+
 
 def vocab_from_state_dict(state: dict[str, Any]) -> Any:
     """The vocabulary a checkpoint saved, whichever text front end made it (by ``kind``).

@@ -160,8 +160,7 @@ def test_init_from_a_phoneme_base_grows_its_text_embedding_for_a_new_language(tm
     own (old rows unchanged), the run says which, and synthesis reads Spanish without unknowns."""
     import importlib.util
 
-    from test_adapter_runs import _spanish_store
-    from train_helpers import DEBUG_GIN, TINY
+    from train_helpers import DEBUG_GIN, TINY, spanish_store
 
     from flowkit.checkpoints import files as checkpoint
     from flowkit.synth.inference import load_inference_model
@@ -173,7 +172,7 @@ def test_init_from_a_phoneme_base_grows_its_text_embedding_for_a_new_language(tm
     fixtures = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fixtures)
     english = fixtures.write_store(tmp_path / "en.zarr", per_speaker=4)
-    spanish = _spanish_store(tmp_path / "es.zarr")
+    spanish = spanish_store(tmp_path / "es.zarr")
     phonemes = "Trainer.text = @text.phonemes()"
     base = run.train([DEBUG_GIN], [*TINY, phonemes], data=[english], out=tmp_path / "base", steps=2, device="cpu")
     assert base.status == "completed"

@@ -58,3 +58,30 @@ def train_stopped_at(monkeypatch: Any, store: Path, out: Path, stop: int, steps:
         outcome = train(store, out, steps=steps)
     assert outcome.status == "interrupted" and outcome.step == stop
     return outcome
+
+
+def spanish_store(path: Path) -> Path:
+    """A store like the tiny one (8 channels, the same synthetic encoder) in Spanish, whose
+    texts hold characters the base never saw (ñ, á)."""
+    import numpy as np
+
+    from flowkit.data.store import SegmentRecord, StoreWriter
+
+    rng = np.random.default_rng(1)
+    writer = StoreWriter.create(path, encoder_name="synthetic", encoder_params={"dim": 8}, frame_rate=100.0,
+                                sample_rate=16000, latent_dim=8, latent_dtype="float32")
+    words = ("año", "más", "niño", "sol")
+    for k in range(8):
+        text = " ".join(words[i] for i in rng.integers(0, len(words), size=3))
+        n = 8 * len(text)
+        t = np.arange(n)[:, None]
+        latents = np.sin(0.05 * t * (1 + np.arange(8)[None, :])) + 0.1 * rng.standard_normal((n, 8))
+        units = []
+        pos = frame = 0
+        for w in text.split():
+            units.append((pos, pos + len(w), frame, frame + 8 * len(w)))
+            pos, frame = pos + len(w) + 1, frame + 8 * (len(w) + 1)
+        writer.add(SegmentRecord(segment_id=f"es_{k}", speaker="spk9", language="es", emotion="",
+                                 intensity=float("nan"), rate=1, loudness=1, split="val" if k >= 6 else "train",
+                                 text=text, latents=latents.astype(np.float32), units=tuple(units)))
+    return writer.commit()
