@@ -9,8 +9,10 @@ Every distribution, flowkit itself included, declares what it brings in its entr
     "asr.whisper_tiny" = "flowkit_asr.whisper"
     [project.entry-points."flowkit.configurables"] # a gin entry point that is not a component
     Trainer = "flowkit.train.settings:Trainer"
+    [project.entry-points."flowkit.networks"]      # a model.dit.arch and the DiT (sub)class it builds
+    f5_v1 = "flowkit.interop.f5_network:F5DiT"
 
-`declared_kinds` and `discover` list them; `flowkit.registry` imports the declared modules
+`declared_kinds`, `discover` and `networks` list them; `flowkit.registry` imports the declared modules
 (`flowkit.registry.load_plugins`). Errors are `RegistryError`, one line each: a kind or
 component declared by two distributions names both, an unknown kind lists the closest
 declared ones (`closest`, `did_you_mean`).
@@ -35,6 +37,7 @@ __all__ = [
     "CONFIGURABLE_GROUP",
     "ENTRY_POINT_GROUP",
     "KIND_GROUP",
+    "NETWORK_GROUP",
     "OWN_DISTRIBUTION",
     "KindEntry",
     "PluginEntry",
@@ -46,11 +49,13 @@ __all__ = [
     "entries",
     "installed_version",
     "kinds",
+    "networks",
 ]
 
 ENTRY_POINT_GROUP = "flowkit.plugins"
 KIND_GROUP = "flowkit.kinds"
 CONFIGURABLE_GROUP = "flowkit.configurables"
+NETWORK_GROUP = "flowkit.networks"
 AUTOLOAD_ENV = "FLOWKIT_NO_PLUGINS"
 #: The distribution whose declarations are always loaded (``FLOWKIT_NO_PLUGINS`` aside).
 OWN_DISTRIBUTION = "flowkit"
@@ -171,6 +176,13 @@ def discover() -> list[PluginEntry]:
             )
         found[gin_name] = PluginEntry(kind, name, value, dist)
     return sorted(found.values(), key=lambda e: (list(declared_kinds()).index(e.kind), e.name))
+
+
+def networks() -> dict[str, str]:
+    """``{arch: "module:Class"}``: every network declared (group ``flowkit.networks``), the
+    values ``model.dit.arch`` takes; flowkit declares its own DiT (``flowkit``) and F5-TTS's
+    arithmetic (``f5_v1``, ``f5_base``). Nothing is imported."""
+    return {name: value for name, value, _ in entries(NETWORK_GROUP)}
 
 
 def installed_version(distribution: str) -> str:

@@ -39,6 +39,7 @@ import attrs
 from flowkit.entry_points import (
     AUTOLOAD_ENV,
     CONFIGURABLE_GROUP,
+    NETWORK_GROUP,
     OWN_DISTRIBUTION,
     check_declared,
     closest,
@@ -57,6 +58,7 @@ __all__ = [
     "from_record",
     "get",
     "load_plugins",
+    "network",
     "parameters_of",
     "record_of",
     "register",
@@ -272,6 +274,18 @@ def load_plugins(*, third_party: bool | None = None) -> None:
         raise
 
 
+def _declared(group: str, name: str, what: str) -> Any:
+    """The object an installed distribution declares as ``name`` in entry-point ``group``,
+    imported from its ``module:attr``."""
+    for declared, value, dist in entries(group):
+        if declared == name:
+            module_name, _, attr = value.partition(":")
+            _import_declared(module_name.strip(), name, dist)
+            return getattr(importlib.import_module(module_name.strip()), attr.strip())
+    known = [declared for declared, _, _ in entries(group)]
+    raise RegistryError(f"no {what} {name!r} is declared{did_you_mean(closest(name, known))}")
+
+
 def configurable(name: str) -> Any:
     """The object of the configurable ``name`` declared under ``flowkit.configurables``
     (e.g. ``"Trainer"``), imported from its declared ``module:attr``.
@@ -279,13 +293,17 @@ def configurable(name: str) -> Any:
     Raises:
         RegistryError: no installed distribution declares ``name``.
     """
-    for declared, value, dist in entries(CONFIGURABLE_GROUP):
-        if declared == name:
-            module_name, _, attr = value.partition(":")
-            _import_declared(module_name.strip(), name, dist)
-            return getattr(importlib.import_module(module_name.strip()), attr.strip())
-    known = [declared for declared, _, _ in entries(CONFIGURABLE_GROUP)]
-    raise RegistryError(f"no configurable {name!r} is declared{did_you_mean(closest(name, known))}")
+    return _declared(CONFIGURABLE_GROUP, name, "configurable")
+
+
+def network(arch: str) -> type:
+    """The network class declared as ``arch`` under ``flowkit.networks`` (``model.dit.arch``:
+    ``flowkit``, ``f5_v1``, ``f5_base`` or a plugin's), imported.
+
+    Raises:
+        RegistryError: no installed distribution declares ``arch``.
+    """
+    return _declared(NETWORK_GROUP, arch, "network (model.dit.arch)")
 
 
 def get(kind: str, name: str) -> Component:

@@ -8,7 +8,7 @@ the EMA weights under ``ema_model.transformer.*`` (plus ``ema_model.initted`` an
 (``transformer.*``), ``ema_model_state_dict`` (``ema_model.transformer.*``),
 ``optimizer_state_dict``, ``scheduler_state_dict`` and ``update``. Both load into a
 flowkit `DiT` built with ``arch = "f5_v1"`` / ``"f5_base"`` and ``conditions = False``
-(`flowkit.model.f5_arch`), whose parameters map one to one (q, k and v are fused, the
+(`flowkit.interop.f5_network.F5DiT`), whose parameters map one to one (q, k and v are fused, the
 final modulation stores shift before scale, the GRN gains are flat).
 
 Token ids: F5 numbers its ``vocab.txt`` lines from 0 and pads batches with -1; its

@@ -3,7 +3,7 @@
 Shape legend: b batch, n frames, T packed frames, h heads, hd head dim, c model dim.
 
 Rotary position embedding after Su et al. 2021 ("RoFormer: Enhanced Transformer with Rotary
-Position Embedding"), base 10^4; F5-TTS's original base rotates the first head only.
+Position Embedding"), base 10^4.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch import nn
 
 from flowkit.model.packing import PackedIndex
 
-__all__ = ["Attention", "apply_rotary", "rotary_tables", "rotary_tables_on_heads", "segment_attention"]
+__all__ = ["Attention", "apply_rotary", "rotary_tables", "segment_attention"]
 
 
 def rotary_tables(n: int, head_dim: int, device: torch.device) -> torch.Tensor:
@@ -27,16 +27,6 @@ def rotary_tables(n: int, head_dim: int, device: torch.device) -> torch.Tensor:
     )
     angle = torch.arange(n, device=device, dtype=torch.float32)[:, None] * inv[None, :]
     return torch.complex(torch.cos(angle), torch.sin(angle))[:, None, :]
-
-
-def rotary_tables_on_heads(
-    n: int, head_dim: int, heads: int, rotated: int, device: torch.device
-) -> torch.Tensor:
-    """``cos + i sin`` ``[n heads head_dim/2]`` rotating only the first ``rotated`` heads
-    (F5-TTS's ``pe_attn_head``); the others get the identity (1 + 0i: exact)."""
-    table = rotary_tables(n, head_dim, device)
-    keep = (torch.arange(heads, device=device) < rotated)[None, :, None]
-    return torch.where(keep, table, torch.ones_like(table))
 
 
 def apply_rotary(x: torch.Tensor, table: torch.Tensor) -> torch.Tensor:

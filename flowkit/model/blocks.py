@@ -11,23 +11,19 @@ out of its convolutions and norms.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["ConvNeXtBlock", "ConvPositionEmbedding", "GlobalResponseNorm", "masked", "mish"]
+__all__ = ["ConvNeXtBlock", "ConvPositionEmbedding", "GlobalResponseNorm", "masked"]
 
 
 def masked(x: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
     """``x [b L c]`` with positions where ``mask [b L]`` is False set to exactly zero
     (``x`` itself when ``mask`` is None: every position valid)."""
     return x if mask is None else x.masked_fill(~mask[..., None], 0.0)
-
-
-def mish(x: torch.Tensor) -> torch.Tensor:
-    """Mish activation (Misra 2019), F5-TTS's choice in its convolutional position embedding."""
-    return F.mish(x)
 
 
 class GlobalResponseNorm(nn.Module):
@@ -74,13 +70,16 @@ class ConvNeXtBlock(nn.Module):
 
 class ConvPositionEmbedding(nn.Module):
     """Two grouped convolutions (kernel 31 in F5-TTS) added to the input: local context and a
-    sense of relative position before the first attention layer. SiLU replaces F5-TTS's Mish:
-    the same shape of curve, and several times cheaper to differentiate on the CPU."""
+    sense of relative position before the first attention layer. ``activation`` between
+    them: SiLU by default, where F5-TTS uses Mish (the same shape of curve, and several times
+    cheaper to differentiate on the CPU)."""
 
-    def __init__(self, dim: int, kernel: int, f5: bool = False) -> None:
+    def __init__(
+        self, dim: int, kernel: int, activation: Callable[[torch.Tensor], torch.Tensor] = F.silu
+    ) -> None:
         super().__init__()
         groups = math.gcd(16, dim)
-        self.act = mish if f5 else F.silu
+        self.act = activation
         self.conv1 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
         self.conv2 = nn.Conv1d(dim, dim, kernel, padding=kernel // 2, groups=groups)
 

@@ -11,13 +11,13 @@ Transformers").
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import torch
 from torch import nn
 
 from flowkit.data.labels import EMOTIONS, N_LOUDNESS_BUCKETS, N_RATE_BUCKETS
 from flowkit.model.conditions import Conditions
-from flowkit.model.f5_arch import f5_time_sinusoid
 
 __all__ = ["EmotionEmbedding", "GlobalEmbedding", "TimeEmbedding", "sinusoidal_embedding"]
 
@@ -26,11 +26,8 @@ _TIME_SCALE = 1000.0
 _TIME_FREQ_DIM = 256
 
 
-def sinusoidal_embedding(t: torch.Tensor, dim: int, *, f5: bool = False) -> torch.Tensor:
-    """``[b dim]`` sin/cos features of ``t * 1000`` (t in [0, 1]); periods up to 10^4.
-    ``f5``: F5-TTS's frequency spacing (`flowkit.model.f5_arch.f5_time_sinusoid`)."""
-    if f5:
-        return f5_time_sinusoid(t, dim, _TIME_SCALE)
+def sinusoidal_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """``[b dim]`` sin/cos features of ``t [b] * 1000`` (t in [0, 1]); periods up to 10^4."""
     half = dim // 2
     freqs = torch.exp(
         -math.log(10_000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half
@@ -40,15 +37,18 @@ def sinusoidal_embedding(t: torch.Tensor, dim: int, *, f5: bool = False) -> torc
 
 
 class TimeEmbedding(nn.Module):
-    """Flow time ``t [b]`` -> ``[b c]``: sinusoidal features and a two-layer MLP."""
+    """Flow time ``t [b]`` -> ``[b c]``: ``sinusoid(t, 256)`` features (`sinusoidal_embedding`
+    by default) and a two-layer MLP."""
 
-    def __init__(self, dim: int, f5: bool = False) -> None:
+    def __init__(
+        self, dim: int, sinusoid: Callable[[torch.Tensor, int], torch.Tensor] = sinusoidal_embedding
+    ) -> None:
         super().__init__()
-        self.f5 = f5
+        self.sinusoid = sinusoid
         self.mlp = nn.Sequential(nn.Linear(_TIME_FREQ_DIM, dim), nn.SiLU(), nn.Linear(dim, dim))
 
     def forward(self, t: torch.Tensor) -> torch.Tensor:
-        return self.mlp(sinusoidal_embedding(t, _TIME_FREQ_DIM, f5=self.f5))
+        return self.mlp(self.sinusoid(t, _TIME_FREQ_DIM))
 
 
 class EmotionEmbedding(nn.Module):

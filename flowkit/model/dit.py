@@ -7,6 +7,10 @@ transformer blocks (`flowkit.model.dit_blocks`), and what a sampler's steps shar
 (`flowkit.model.dit_sampling`). `DiT`, `ModelOutput` and `SamplingConditions` are
 importable from here as well.
 
+``arch`` names the network class `build` makes, as declared in the ``flowkit.networks``
+entry points: flowkit's `DiT`, or a subclass holding another project's arithmetic under the
+same parameter names (F5-TTS's: `flowkit.interop.f5_network.F5DiT`).
+
 The network holds standard ``torch.nn`` layers only; what a run changes in a built model
 (CPU kernels, activation checkpointing) is applied by `flowkit.converters`.
 """
@@ -18,13 +22,13 @@ from typing import Any
 
 import attrs
 
+from flowkit.entry_points import networks
 from flowkit.errors import ConfigError
 from flowkit.model.conditions import TEXT_PATHS
 from flowkit.model.dit_network import PHASES, DiT, ModelOutput
 from flowkit.model.dit_sampling import SamplingConditions
-from flowkit.model.f5_arch import ARCHS, f5_arch_options
 from flowkit.model.presets import PRESETS, SIZE_FIELDS
-from flowkit.registry import register
+from flowkit.registry import network, register
 
 __all__ = [
     "DUR_FILM_PREFIX", "GLOBALS_PREFIX", "PHASES", "DiT", "DiTConfig", "ModelOutput", "SamplingConditions",
@@ -54,7 +58,8 @@ class DiTConfig:
     Raises:
         ConfigError: an unknown preset, text path or dur_cond, a non-positive size, a dim
             not divisible by the heads, an odd head dim (rotary needs pairs), a dropout
-            outside [0, 1), or ``dur_cond = "emotion"`` without the aligned text path.
+            outside [0, 1), ``dur_cond = "emotion"`` without the aligned text path, or an
+            ``arch`` no installed distribution declares (`flowkit.entry_points.networks`).
     """
 
     preset: str = "small"  # tiny | small | base | f5_base
@@ -69,7 +74,7 @@ class DiTConfig:
     text_path: str = "unaligned"  # unaligned (F5-TTS) | aligned (E11: unit timings + durations)
     dur_cond: str = "none"  # none | emotion (E13: emotion FiLM on the duration head)
     conv_pos_kernel: int = 31  # convolutional position embedding as in F5-TTS; 0 = off
-    # flowkit | f5_v1 | f5_base: F5-TTS's arithmetic (flowkit.model.f5_arch) so its weights load
+    # flowkit | f5_v1 | f5_base (F5-TTS's arithmetic, so its weights load) | a plugin's network
     arch: str = "flowkit"
     # language, emotion, rate, loudness into adaLN; F5-TTS has none (its imports: False)
     conditions: bool = True
@@ -88,13 +93,9 @@ class DiTConfig:
             raise ConfigError(
                 f"model.dit.dur_cond = {self.dur_cond!r}; use one of: {', '.join(map(repr, DUR_CONDS))}"
             )
-        if self.arch not in ARCHS:
-            raise ConfigError(f"model.dit.arch = {self.arch!r}; use one of: {', '.join(map(repr, ARCHS))}")
-        if self.arch != "flowkit" and self.text_path != "unaligned":
-            raise ConfigError(
-                f"model.dit.arch = {self.arch!r} is F5-TTS's network, which has only the unaligned "
-                "text path; set model.dit.text_path = 'unaligned' or arch = 'flowkit'"
-            )
+        archs = networks()
+        if self.arch not in archs:
+            raise ConfigError(f"model.dit.arch = {self.arch!r}; use one of: {', '.join(map(repr, archs))}")
         if self.dur_cond != "none" and self.text_path != "aligned":
             raise ConfigError(
                 f"model.dit.dur_cond = {self.dur_cond!r} conditions the duration head, which only "
@@ -151,24 +152,22 @@ class DiTConfig:
             raise ConfigError(f"model config has unknown fields {unknown}; known: {sorted(known)}")
         return cls(**dict(d))
 
-    @property
-    def f5_options(self) -> dict[str, Any]:
-        """F5-TTS's ``text_mask_padding`` and ``pe_attn_head`` of this arch (empty for flowkit's)."""
-        return {} if self.arch == "flowkit" else f5_arch_options(self.arch)
-
     def build(self, latent_dim: int, vocab_size: int, n_languages: int) -> DiT:
         """The network for latents of ``latent_dim`` channels, character ids in
-        ``[0, vocab_size)`` (0 = padding) and language ids in ``[0, n_languages]`` (0 = unknown).
+        ``[0, vocab_size)`` (0 = padding) and language ids in ``[0, n_languages]`` (0 = unknown):
+        an instance of the class ``arch`` names.
 
         Raises:
             ValueError: a non-positive ``latent_dim`` or ``vocab_size``, or negative ``n_languages``.
+            ConfigError: the arch's network refuses this config (F5-TTS's: a text path other
+                than ``unaligned``).
         """
         if latent_dim < 1 or vocab_size < 1 or n_languages < 0:
             raise ValueError(
                 f"DiTConfig.build: latent_dim={latent_dim}, vocab_size={vocab_size} must be >= 1 "
                 f"and n_languages={n_languages} >= 0"
             )
-        return DiT(self, int(latent_dim), int(vocab_size), int(n_languages))
+        return network(self.arch)(self, int(latent_dim), int(vocab_size), int(n_languages))
 
 
 def model_diff(

@@ -40,7 +40,7 @@ import attrs
 import torch
 from torch import nn
 
-from flowkit.model.attention import rotary_tables, rotary_tables_on_heads
+from flowkit.model.attention import rotary_tables
 from flowkit.model.blocks import ConvPositionEmbedding, masked
 from flowkit.model.conditioning import GlobalEmbedding, TimeEmbedding
 from flowkit.model.conditions import Conditions
@@ -48,10 +48,10 @@ from flowkit.model.dit_blocks import DiTBlock, FinalLayer
 from flowkit.model.dit_sampling import SamplingConditions, forward_prepared, prepare_sampling
 from flowkit.model.duration_head import DurationHead
 from flowkit.model.durations import durations_from_log, place_chars
-from flowkit.model.packing import PackLayout
-from flowkit.model.text_encoders import F5TextEncoder, TextEncoder
+from flowkit.model.packing import PackedIndex, PackLayout
+from flowkit.model.text_encoders import TextEncoder
 
-__all__ = ["PHASES", "DiT", "ModelOutput"]
+__all__ = ["PHASES", "DiT", "ModelOutput", "ids_on_frames"]
 
 #: The aligned path's phases: characters placed by the predicted durations (training) or
 #: evenly within their unit (inference, and the validation pass that measures the gap).
@@ -73,8 +73,22 @@ class ModelOutput:
 
 
 
+def ids_on_frames(cond: Conditions) -> torch.Tensor:
+    """The unaligned path's text on frames ``[b n]``, as F5-TTS places it: the character ids
+    fill the first frames, the filler id 0 the rest of the item's frames and the padding;
+    text beyond the item's frames is cut."""
+    k = min(cond.text.shape[1], cond.num_frames)
+    ids = torch.zeros(cond.frame_mask.shape, dtype=torch.long, device=cond.text.device)
+    ids[:, :k] = cond.text[:, :k].masked_fill(~cond.text_mask[:, :k], 0)
+    return ids.masked_fill(~cond.frame_mask, 0)
+
+
 class DiT(nn.Module):
     """The TTS diffusion transformer; build it with `flowkit.model.dit.DiTConfig.build`.
+
+    Another project's arithmetic under the same parameter names is a subclass that overrides
+    the ``make_*`` constructors of the input-stage parts, `rotary` and `text_frames`
+    (F5-TTS's: `flowkit.interop.f5_network.F5DiT`).
 
     Attributes:
         cfg: the `DiTConfig`; latent_dim, vocab_size, n_languages: the data-derived sizes.
@@ -89,11 +103,7 @@ class DiT(nn.Module):
         self.latent_dim, self.vocab_size, self.n_languages = latent_dim, vocab_size, n_languages
         dim, text_dim = s["dim"], s["text_dim"]
         self.head_dim = dim // s["heads"]
-        f5 = cfg.arch != "flowkit"
-        if f5:
-            self.text = F5TextEncoder(vocab_size, text_dim, s["conv_layers"], cfg.f5_options["text_mask_padding"])
-        else:
-            self.text = TextEncoder(vocab_size, text_dim, s["conv_layers"])
+        self.text = self.make_text_encoder(vocab_size, text_dim, s["conv_layers"])
         if cfg.text_path == "aligned":
             self.duration = DurationHead(
                 text_dim, s["dur_hidden"], n_languages, cfg.dur_cond == "emotion"
@@ -101,16 +111,30 @@ class DiT(nn.Module):
             # Frames of a valid region that no character covers (pauses between units).
             self.gap = nn.Parameter(torch.zeros(text_dim))
         self.input_proj = nn.Linear(2 * latent_dim + text_dim, dim)
-        self.conv_pos = (
-            ConvPositionEmbedding(dim, cfg.conv_pos_kernel, f5=f5) if cfg.conv_pos_kernel else None
-        )
-        self.time = TimeEmbedding(dim, f5=f5)
-        self.globals = GlobalEmbedding(dim, n_languages, zero=f5) if cfg.conditions else None
+        self.conv_pos = self.make_conv_pos(dim, cfg.conv_pos_kernel) if cfg.conv_pos_kernel else None
+        self.time = self.make_time(dim)
+        self.globals = self.make_globals(dim, n_languages) if cfg.conditions else None
         self.blocks = nn.ModuleList(
             DiTBlock(dim, s["heads"], s["ff_mult"], float(s["dropout"])) for _ in range(s["depth"])
         )
         self.long_skip = nn.Linear(2 * dim, dim, bias=False) if cfg.long_skip else None
         self.final = FinalLayer(dim, latent_dim)
+
+    def make_text_encoder(self, vocab_size: int, text_dim: int, layers: int) -> nn.Module:
+        """The text encoder: ids ``[b L]`` -> ``[b L text_dim]``."""
+        return TextEncoder(vocab_size, text_dim, layers)
+
+    def make_conv_pos(self, dim: int, kernel: int) -> nn.Module:
+        """The convolutional position embedding of the input stage."""
+        return ConvPositionEmbedding(dim, kernel)
+
+    def make_time(self, dim: int) -> nn.Module:
+        """The flow-time embedding: ``t [b]`` -> ``[b dim]``."""
+        return TimeEmbedding(dim)
+
+    def make_globals(self, dim: int, n_languages: int) -> nn.Module:
+        """The global-condition embedding: `Conditions` -> ``[b dim]``."""
+        return GlobalEmbedding(dim, n_languages)
 
     def compile_blocks(self, **options: Any) -> None:
         """``torch.compile`` the feed-forward of every block and the final layer, in place
@@ -137,12 +161,8 @@ class DiT(nn.Module):
         }
 
     def rotary(self, n: int, device: torch.device) -> torch.Tensor:
-        """Rotary table (complex ``cos + i sin``) for ``n`` frames: ``[n 1 hd/2]``, or
-        ``[n h hd/2]`` when only the first heads rotate (F5-TTS's ``pe_attn_head``)."""
-        rotated = self.cfg.f5_options.get("pe_attn_head")
-        if rotated is None:
-            return rotary_tables(n, self.head_dim, device)
-        return rotary_tables_on_heads(n, self.head_dim, self.cfg.sizes()["heads"], rotated, device)
+        """Rotary table (complex ``cos + i sin``) for ``n`` frames: ``[n 1 hd/2]``."""
+        return rotary_tables(n, self.head_dim, device)
 
     def _encode_chars(self, cond: Conditions) -> tuple[torch.Tensor, torch.Tensor]:
         """``(encoded characters [b nt text_dim], log_duration [b nt])`` (aligned path)."""
@@ -168,19 +188,12 @@ class DiT(nn.Module):
     def text_frames(
         self, cond: Conditions, phase: str, valid: torch.Tensor | None
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Text features on frames ``[b n text_dim]`` and the aligned path's log durations;
-        ``valid`` is ``cond.frame_mask``, or None when every frame is valid."""
-        n = cond.num_frames
+        """Text features on frames ``[b n text_dim]`` (zero on the items whose text is
+        dropped, ``cond.drop_text``) and the aligned path's log durations ``[b nt]`` (None on
+        the unaligned path); ``valid`` is ``cond.frame_mask``, or None when every frame is valid."""
+        shown = ~cond.drop_text[:, None].expand(cond.frame_mask.shape)
         if self.cfg.text_path == "unaligned":
-            # F5-TTS: ids fill the first frames, the filler id 0 the rest of the item's frames;
-            # text beyond the item's frames is cut.
-            k = min(cond.text.shape[1], n)
-            ids = torch.zeros(cond.frame_mask.shape, dtype=torch.long, device=cond.text.device)
-            ids[:, :k] = cond.text[:, :k].masked_fill(~cond.text_mask[:, :k], 0)
-            ids = ids.masked_fill(~cond.frame_mask, 0)
-            if self.cfg.arch != "flowkit":  # F5-TTS encodes a dropped text as filler ids
-                return self.text(ids, cond.frame_mask, cond.drop_text, confine=True), None
-            return self.text(ids, valid), None
+            return masked(self.text(ids_on_frames(cond), valid), shown), None
         chars, log_duration = self._encode_chars(cond)
         # The placement is a step function of the durations (frame boundaries are rounded),
         # so it has no useful gradient; detaching keeps the flow loss from reaching the
@@ -189,7 +202,7 @@ class DiT(nn.Module):
         assign = place_chars(cond, weights).to(chars.dtype)
         frames = assign @ chars
         uncovered = (1.0 - assign.sum(-1)) * cond.frame_mask.to(chars.dtype)
-        return frames + uncovered[..., None] * self.gap.to(chars.dtype), log_duration
+        return masked(frames + uncovered[..., None] * self.gap.to(chars.dtype), shown), log_duration
 
     def prepare_sampling(self, cond: Conditions, *, guidance: bool, phase: str = "even") -> SamplingConditions:
         """Everything of the forward pass that neither ``x_t`` nor ``t`` changes, for a sampler
@@ -246,8 +259,6 @@ class DiT(nn.Module):
         show_prompt = frame & ~cond.target_mask & ~cond.drop_prompt[:, None]
         prompt = masked(cond.prompt.to(x_t.dtype), show_prompt)
         text, log_duration = self.text_frames(cond, phase, valid)
-        if self.cfg.arch == "flowkit":
-            text = masked(text, ~cond.drop_text[:, None].expand(b, n))
         h = self.input_proj(torch.cat([masked(x_t, valid), prompt, text.to(x_t.dtype)], dim=-1))
         if self.conv_pos is not None:
             h = self.conv_pos(h, valid)
@@ -260,11 +271,20 @@ class DiT(nn.Module):
             packed = layout.index(n, x_t.device)
             rope = self.rotary(max(packed.max_len, 1), x_t.device).index_select(0, packed.pos)
             h = packed.pack(h)
+        out = self.trunk(h, c, rope, packed)
+        out = out if packed is None else packed.unpack(out, b)  # dense: no padding to zero
+        return ModelOutput(output=out, log_duration=log_duration)
+
+    def trunk(
+        self, h: torch.Tensor, c: torch.Tensor, rope: torch.Tensor, packed: PackedIndex | None
+    ) -> torch.Tensor:
+        """The transformer blocks, the long skip and the final layer: what training and
+        sampling share after the input stage. ``h``: ``[b n c]`` frames (``packed`` None) or
+        the packed rows of ``packed``; ``c [b c]`` the conditioning of adaLN; ``rope`` the
+        rotary table of those frames. Returns ``[b n d]`` or packed rows of ``d`` channels."""
         skip = h
         for block in self.blocks:
             h = block(h, c, rope, packed)
         if self.long_skip is not None:
             h = self.long_skip(torch.cat([h, skip], dim=-1))
-        out = self.final(h, c, packed)
-        out = out if packed is None else packed.unpack(out, b)  # dense: no padding to zero
-        return ModelOutput(output=out, log_duration=log_duration)
+        return self.final(h, c, packed)

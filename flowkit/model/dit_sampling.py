@@ -88,13 +88,10 @@ def prepare_sampling(model: Any, cond: Conditions, *, guidance: bool, phase: str
         passes.append(cond.replace(drop_text=torch.ones_like(cond.drop_text),
                                    drop_prompt=torch.ones_like(cond.drop_prompt)))
     dtype = model.input_proj.weight.dtype
-    features, text = [], None
+    features = []
     for p in passes:
         prompt = masked(p.prompt.to(dtype), frame & ~p.target_mask & ~p.drop_prompt[:, None])
-        if text is None or model.cfg.arch != "flowkit":  # F5-TTS encodes a dropped text itself
-            text = model.text_frames(p, phase, valid)[0].to(dtype)
-        shown = masked(text, ~p.drop_text[:, None].expand(b, n)) if model.cfg.arch == "flowkit" else text
-        features.append(torch.cat([prompt, shown], dim=-1))
+        features.append(torch.cat([prompt, model.text_frames(p, phase, valid)[0].to(dtype)], dim=-1))
     d = model.latent_dim
     weight = model.input_proj.weight
     base = F.linear(torch.cat(features), weight[:, d:].contiguous(), model.input_proj.bias)
@@ -149,12 +146,7 @@ def forward_prepared(model: Any, x_t: torch.Tensor, t: torch.Tensor, s: Sampling
         c_dim = h.shape[-1]
         h = torch.cat([h.reshape(g * b * n, c_dim), h.new_zeros(1, c_dim)]).index_select(0, s.pack_src)
         h = h.view(g, -1, c_dim)
-    skip = h
-    for block in model.blocks:
-        h = block(h, c, s.rope, packed)
-    if model.long_skip is not None:
-        h = model.long_skip(torch.cat([h, skip], dim=-1))
-    out = model.final(h, c, packed)
+    out = model.trunk(h, c, s.rope, packed)
     if packed is not None:
         rows = out.reshape(-1, out.shape[-1]).index_select(0, s.unpack_rows)
         out = out.new_zeros(g * b * n, out.shape[-1]).index_copy(0, s.unpack_dst, rows).view(g * b, n, -1)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from flowkit.model.attention import apply_rotary, rotary_tables, rotary_tables_on_heads
+from flowkit.interop.f5_network import rotary_tables_on_heads
+from flowkit.model.attention import apply_rotary, rotary_tables
 
 
 def _rotate_pairs(x: torch.Tensor, angle: torch.Tensor) -> torch.Tensor:
