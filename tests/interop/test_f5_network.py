@@ -18,7 +18,8 @@ def test_each_arch_builds_its_declared_network() -> None:
         model = DiTConfig(preset="tiny", arch=arch, conditions=False).build(8, 20, 0)
         assert type(model) is F5DiT and registry.network(arch) is F5DiT
         # one parameter layout for both archs: F5's weights map onto flowkit's names
-        assert model.state_dict().keys() == DiTConfig(preset="tiny", conditions=False).build(8, 20, 0).state_dict().keys()
+        own = DiTConfig(preset="tiny", conditions=False).build(8, 20, 0)
+        assert model.state_dict().keys() == own.state_dict().keys()
 
 
 def test_an_f5_arch_refuses_the_aligned_text_path_at_build() -> None:
