@@ -15,8 +15,8 @@ threshold to 1 GiB, and one arena for every thread (the main one, which is never
 so freed blocks stay in the process and the next batch reuses them. The process's resident
 memory then stays near its peak instead of shrinking between steps, and the threads share
 one allocator lock (a build makes few large allocations). It must run before a second
-thread allocates: `flowkit.train.run` calls it first thing, and `StepPrefetcher` again
-(a no-op then). A no-op where the C library is not glibc (macOS, musl).
+thread allocates: `flowkit.train.run` calls it at launch, where ``Trainer.keep_freed_memory``
+(default True) asks for it. A no-op where the C library is not glibc (macOS, musl).
 
 It then grows the heap by `RESERVE` (just under the trim threshold) of address space and
 frees it at once, without writing to it: nothing is faulted in and resident memory does not

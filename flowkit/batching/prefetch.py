@@ -41,7 +41,6 @@ from typing import Any, Generic, TypeVar
 
 import attrs
 
-from flowkit.batching.host_memory import keep_freed_memory
 from flowkit.processes import usable_cores
 
 __all__ = ["MAX_DEFAULT_WORKERS", "Prefetched", "StepPrefetcher", "default_batch_workers"]
@@ -142,7 +141,6 @@ class StepPrefetcher(Generic[T]):
                 return
 
     def _start(self) -> None:
-        keep_freed_memory()  # the builds reuse freed memory instead of faulting fresh pages in
         self._stopping = False
         self._ready.clear()
         self._started = 0

@@ -279,8 +279,9 @@ def _loggers(settings: Trainer) -> list[Any]:
 
 
 def _launch(workspace: Workspace, parsed: Any, device: torch.device, origin: Origin) -> RunOutcome:
-    keep_freed_memory()  # before any other thread allocates (see flowkit.batching.host_memory)
     settings = Trainer()
+    if settings.keep_freed_memory:
+        keep_freed_memory()  # before any other thread allocates (see flowkit.batching.host_memory)
     if isinstance(origin, Resume) and origin.loaded.step == settings.steps:
         # nothing to train: touch nothing (no resume record, no rewritten report), so a
         # restart loop can run the same command until the run is done

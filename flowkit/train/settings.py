@@ -163,6 +163,12 @@ class Trainer:
     # collection never fires inside a batch build while the training thread waits for the GIL
     # (flowkit.train.collection). None = Python's automatic collection.
     gc_every: int | None = attrs.field(default=50, validator=_positive)
+    # Keep freed host memory in the process (glibc's mmap and trim thresholds, one arena) and
+    # numpy's arrays off transparent huge pages, set at launch before any thread allocates,
+    # so batch builds reuse freed memory instead of faulting fresh pages in
+    # (flowkit.batching.host_memory); False: the C library's defaults. Host-side only: the
+    # same bits either way.
+    keep_freed_memory: bool = True
     # On a CPU run, swap the model's linear, dropout and grouped-convolution layers for CPU
     # layers with kernels chosen for this machine at start (flowkit.converters.cpu), the
     # choice recorded in every checkpoint and replayed on resume; False: torch's own layers.

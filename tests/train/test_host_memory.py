@@ -1,5 +1,6 @@
 """flowkit.batching.host_memory: freed batch-sized blocks stay in the process, so the next
-build does not fault its memory in again (faulting it in again stalls the data stream)."""
+build does not fault its memory in again (faulting it in again stalls the data stream);
+a run sets it at launch where ``Trainer.keep_freed_memory`` asks for it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import sys
 import textwrap
 
 import pytest
+from train_helpers import train
 
 from flowkit.batching.host_memory import keep_freed_memory
+from flowkit.train import run
 
 # A prefetch-like pattern in a fresh process, in lock step (the same order of allocations
 # and frees on every run): a thread allocates and writes three 20 MB arrays per "batch",
@@ -76,3 +79,12 @@ def test_numpy_stops_asking_for_huge_pages():
     """)
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert out.stdout.split()[1] == "False", out.stdout
+
+
+@pytest.mark.parametrize("keep", [True, False])
+def test_the_launch_sets_the_host_memory_only_where_the_run_asks(keep, monkeypatch, tiny_store, tmp_path):
+    calls: list[bool] = []
+    monkeypatch.setattr(run, "keep_freed_memory", lambda: calls.append(True) or True)
+    train(tiny_store, tmp_path / "run", f"Trainer.keep_freed_memory = {keep}", steps=1)
+    assert calls == ([True] if keep else [])
+    assert f"Trainer.keep_freed_memory = {keep}" in (tmp_path / "run" / "config.gin").read_text()

@@ -16,18 +16,12 @@ TINY = (
     "Trainer.save_every = 4",
     "Trainer.log_every = 1",
 )
-#: Fields that measure wall-clock time: the only ones allowed to differ after a resume.
+#: The experiment the trainer tests run (with `TINY`).
 DEBUG_GIN = Path(__file__).resolve().parents[2] / "gin" / "debug.gin"
 
 
 def train(store: Path, out: Path, *extra: str, steps: int = 8, config: Path = DEBUG_GIN) -> run.RunOutcome:
     return run.train([config], [*TINY, *extra], data=[store], out=out, steps=steps, device="cpu")
-
-
-
-
-
-
 
 
 class SignalAt:

@@ -146,9 +146,12 @@ class SpeakerCentroid:
                               f"(distances {own[k] - margin[k]:.3f} and {own[k]:.3f})")
         plotted = margin if np.isfinite(margin).any() else own
         if np.isfinite(margin).any():
-            thresholds = [Threshold(t.group, float(np.nanmedian([m for s, m in zip(speakers, margin, strict=True)
-                                                                   if s == t.group] or [np.nan])),
-                                    0.0, None, self.max_margin, t.clips) for t in thresholds]
+            def median_margin(group: str) -> float:  # nan for a speaker none of whose clips has a margin
+                found = [m for s, m in zip(speakers, margin, strict=True) if s == group and np.isfinite(m)]
+                return float(np.median(found)) if found else float("nan")
+
+            thresholds = [Threshold(t.group, median_margin(t.group), 0.0, None, self.max_margin, t.clips)
+                          for t in thresholds]
         unvoiced = sum(not np.isfinite(v) for v in own)
         notes = [f"speaker_centroid: {unvoiced} clips with no voice to embed, not judged"] if unvoiced else []
         label = ("distance to own speaker's centroid less that to the nearest other's" if np.isfinite(margin).any()
