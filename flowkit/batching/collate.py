@@ -17,7 +17,6 @@ flags on the same batch.
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -29,7 +28,7 @@ from flowkit.batching.pairing import ItemPlan
 from flowkit.data.labels import emotion_condition, language_id
 from flowkit.data.stats import LatentStats
 from flowkit.errors import ConfigError, DataError
-from flowkit.model.conditions import TEXT_PATHS, Conditions
+from flowkit.model.conditions import TEXT_PATHS, Conditions, ItemError
 from flowkit.model.packing import PackLayout
 from flowkit.text.vocabs import encode_text
 
@@ -273,13 +272,6 @@ def _float32_stats(stats: Any, d: int) -> tuple[np.ndarray | None, np.ndarray | 
     return stats.mean.astype(np.float32), stats.std.astype(np.float32)
 
 
-def _ragged(lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``(row, col)`` int64 ``[sum(lengths)]`` of every cell of rows of ``lengths`` cells."""
-    rows = np.repeat(np.arange(lengths.shape[0]), lengths)
-    cols = np.arange(rows.shape[0]) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-    return rows, cols
-
-
 def collate(
     plans: Sequence[ItemPlan],
     segments: Sequence[Any],
@@ -301,8 +293,8 @@ def collate(
     float32); they are normalised where the batch is used (`Batch.x1`: the same
     element-wise ``(x - mean) / std`` in float32 as ``stats.normalize_``), except for
     statistics of another kind than `LatentStats`, whose ``normalize_`` runs here on each
-    item's frames. Masks, text and unit tensors are array operations. `torch.from_numpy`
-    shares every array (no copy).
+    item's frames. The masks, text, labels and unit tensors are `Conditions.stack`'s (array
+    operations). `torch.from_numpy` shares every array (no copy).
 
     Args:
         plans: one `ItemPlan` per item (from a pairing's ``plan``).
@@ -352,9 +344,6 @@ def collate(
         items = [attrs.evolve(it, units=e[1]) for it, e in zip(items, encoded, strict=True)]
     else:
         ids = [encode_text(vocab, it.text, s.language) for it, s in zip(items, meta, strict=True)]
-    chars = np.fromiter((len(t) for t in ids), np.int64, count=b)
-    nt = max(1, int(chars.max()))
-    spans = np.asarray([it.target for it in items], dtype=np.int64).reshape(b, 2)
 
     # every element is written once below (no zero fill first). The latents stay as stored
     # (float16 for a default store: half the bytes to copy and to move to the device); the
@@ -373,98 +362,31 @@ def collate(
         latents[i, at:] = 0.0
         if mean is None:  # statistics of another kind normalise here, with their own normalize_
             stats.normalize_(latents[i, :at])
-    positions = np.arange(n)
-    frame_mask = positions < frames[:, None]
-    target_mask = (positions >= spans[:, :1]) & (positions < spans[:, 1:])
-    text = np.zeros((b, nt), np.int64)
-    text_mask = np.arange(nt) < chars[:, None]
-    if int(chars.sum()):
-        text[text_mask] = np.fromiter(itertools.chain.from_iterable(ids), np.int64, count=int(chars.sum()))
-
-    emotion = np.zeros(b, np.int64)
-    intensity = np.zeros(b, np.float32)
-    for i, s in enumerate(meta):
+    emotions = []
+    for s in meta:
         try:
-            emotion[i], known = emotion_condition(s.emotion, s.intensity)
+            emotions.append(emotion_condition(s.emotion, s.intensity))
         except ValueError as exc:
             raise DataError(f"segment {s.segment_id}: {exc}") from None
-        intensity[i] = 0.0 if known is None else known
-    drop_text, drop_prompt = cfg_drop.draw(b, rng) if drops is None else drops
-
-    extra: dict[str, torch.Tensor] = {}
-    num_chars = int(chars.sum())
-    if aligned:
-        char_unit, unit_frames, unit_mask = _unit_tensors(items, frames, chars, meta, nt)
-        num_chars = int((char_unit >= 0).sum())
-        extra = {
-            "char_unit": torch.from_numpy(char_unit),
-            "unit_frames": torch.from_numpy(unit_frames),
-            "unit_mask": torch.from_numpy(unit_mask),
-        }
-
-    cond = Conditions(
-        frame_mask=torch.from_numpy(frame_mask),
-        target_mask=torch.from_numpy(target_mask),
-        prompt=None,
-        text=torch.from_numpy(text),
-        text_mask=torch.from_numpy(text_mask),
-        language=torch.tensor([language_id(languages, s.language) for s in meta], dtype=torch.long),
-        emotion=torch.from_numpy(emotion),
-        intensity=torch.from_numpy(intensity),
-        emotion_known=torch.from_numpy(emotion > 0),
-        rate=torch.tensor([int(s.rate) for s in meta], dtype=torch.long),
-        loudness=torch.tensor([int(s.loudness) for s in meta], dtype=torch.long),
-        drop_text=torch.from_numpy(drop_text),
-        drop_prompt=torch.from_numpy(drop_prompt),
-        layout=PackLayout.plan(frames.tolist(), row_frames),
-        **extra,
-    )
+    try:
+        cond = Conditions.stack(
+            frames, [it.target for it in items], ids, emotions=emotions,
+            language=[language_id(languages, s.language) for s in meta],
+            rate=[int(s.rate) for s in meta], loudness=[int(s.loudness) for s in meta],
+            drops=cfg_drop.draw(b, rng) if drops is None else drops,
+            units=[it.units for it in items] if aligned else None, layout=PackLayout.plan(frames.tolist(), row_frames))
+    except ItemError as exc:
+        raise DataError(f"segment {meta[exc.item].segment_id}: {exc.message} (is the text NFC-normalised as the "
+                        "vocabulary expects?)") from None
     norm = None if mean is None else LatentNorm(torch.from_numpy(mean), torch.from_numpy(std))
     return Batch(
         latents=torch.from_numpy(latents),
         conditions=cond,
         norm=norm,
-        num_target_frames=int(target_mask.sum()),
+        num_target_frames=int(np.count_nonzero(cond.target_mask.numpy())),
         num_real_frames=int(frames.sum()),
-        num_chars=num_chars,
+        num_chars=int(np.count_nonzero(cond.char_unit.numpy() >= 0 if aligned else cond.text_mask.numpy())),
         segment_ids=[s.segment_id for s in meta],
         prompt_segment_ids=[segs[p.prompt_index].segment_id for p in plans],
     )
 
-
-def _unit_tensors(
-    items: Sequence[_Item],
-    frames: np.ndarray,
-    chars: np.ndarray,
-    meta: Sequence[Any],
-    nt: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``char_unit [b nt]`` (-1 outside units and on padding), ``unit_frames [b u 2]``,
-    ``unit_mask [b u]`` of the aligned path, from every item's units at once."""
-    b = len(items)
-    counts = np.fromiter((len(it.units or ()) for it in items), np.int64, count=b)
-    u = max(1, int(counts.max()))
-    char_unit = np.full((b, nt), -1, np.int64)
-    unit_frames = np.zeros((b, u, 2), np.int64)
-    unit_mask = np.zeros((b, u), bool)
-    if not int(counts.sum()):
-        return char_unit, unit_frames, unit_mask
-    flat = np.asarray([unit for it in items for unit in (it.units or ())], dtype=np.int64).reshape(-1, 4)
-    item, k = _ragged(counts)
-    cs, ce, fs, fe = flat.T
-    bad = ~((cs >= 0) & (cs <= ce) & (ce <= chars[item]) & (fs >= 0) & (fs <= fe) & (fe <= frames[item]))
-    if bad.any():
-        first = int(np.argmax(bad))  # the first bad unit in item order, as a per-item loop meets it
-        i, unit = int(item[first]), int(k[first])
-        c0, c1, f0, f1 = flat[first].tolist()
-        segment_id, n_chars, n = meta[i].segment_id, int(chars[i]), int(frames[i])
-        raise DataError(
-            f"segment {segment_id}: unit {unit} spans characters {c0}:{c1} and frames {f0}:{f1}, outside its "
-            f"{n_chars} characters / {n} frames (is the text NFC-normalised as the vocabulary expects?)"
-        )
-    unit_frames[item, k] = flat[:, 2:]
-    unit_mask[item, k] = True
-    # every character of unit k of item i gets k (units of an item never overlap: checked at load)
-    rows, cols = _ragged(ce - cs)
-    char_unit[item[rows], cs[rows] + cols] = k[rows]
-    return char_unit, unit_frames, unit_mask

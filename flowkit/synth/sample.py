@@ -89,11 +89,10 @@ def _prompt_tensor(u: Utterance, latent_dim: int) -> torch.Tensor:
     return p.float().cpu()
 
 
-def _pad_stack(rows: list[list[int]], fill: int) -> torch.Tensor:
-    width = max((len(r) for r in rows), default=0)
-    return torch.tensor(
-        [list(r) + [fill] * (width - len(r)) for r in rows], dtype=torch.long
-    ).reshape(len(rows), width)
+def _unit_spans(char_unit: Sequence[int], frames: Sequence[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """``(char_start, char_end, frame_start, frame_end)`` of unit ``k``: its run in ``char_unit``, ``frames[k]``."""
+    k, first, count = np.unique(np.asarray(char_unit, np.int64), return_index=True, return_counts=True)
+    return [(int(c), int(c + m), f0, f1) for c, m, (f0, f1) in zip(first[k >= 0], count[k >= 0], frames, strict=True)]
 
 
 def inference_conditions(
@@ -111,7 +110,7 @@ def inference_conditions(
     silence at both edges (`flowkit.model.durations.unit_frames_from_durations`,
     ``silence="edges"``; scaled down only when they do not fit). On the unaligned
     path a missing ``target_frames`` is the prompt's frames per character times the target's
-    characters (as F5-TTS estimates it).
+    characters (as F5-TTS estimates it). `Conditions.stack` pads and stacks the items.
 
     Raises:
         ConfigError: no utterances, empty text, prompt latents of the wrong width, or an
@@ -128,25 +127,11 @@ def inference_conditions(
         if not u.text:
             raise ConfigError(f"utterance {i}: empty text; give at least one character id")
     sep = set(separator_ids)
-    emotion = torch.tensor([u.emotion for u in utterances], dtype=torch.long)
-    intensity = torch.tensor(
-        [0.0 if u.intensity is None else float(u.intensity) for u in utterances]
-    )
-    common = dict(
-        text=_pad_stack(texts, 0),
-        text_mask=_pad_stack([[1] * len(t) for t in texts], 0).bool(),
-        language=torch.tensor([u.language for u in utterances], dtype=torch.long),
-        emotion=emotion,
-        intensity=intensity,
-        emotion_known=(emotion > 0) | torch.tensor([u.intensity is not None for u in utterances]),
-        rate=torch.tensor([u.rate for u in utterances], dtype=torch.long),
-        loudness=torch.tensor([u.loudness for u in utterances], dtype=torch.long),
-        drop_text=torch.zeros(len(utterances), dtype=torch.bool),
-        drop_prompt=torch.zeros(len(utterances), dtype=torch.bool),
-    )
+    labels = dict(text=texts, language=[u.language for u in utterances], rate=[u.rate for u in utterances],
+                  loudness=[u.loudness for u in utterances], emotions=[(u.emotion, u.intensity) for u in utterances])
 
     n_prompt = [int(p.shape[0]) for p in prompts]
-    units: list[list[tuple[int, int]]] = []
+    units: list[list[tuple[int, int, int, int]]] = []
     char_units: list[list[int]] = []
     n_target: list[int] = []
     if aligned:
@@ -157,13 +142,8 @@ def inference_conditions(
             tu = char_units_from_ids(list(u.text), sep)
             n_prompt_units.append(max(pu, default=-1) + 1)
             char_units.append(pu + [k + n_prompt_units[-1] if k >= 0 else -1 for k in tu])
-        draft = Conditions(
-            frame_mask=torch.ones((len(utterances), 1), dtype=torch.bool),
-            target_mask=torch.ones((len(utterances), 1), dtype=torch.bool),
-            prompt=torch.zeros((len(utterances), 1, d)),
-            char_unit=_pad_stack(char_units, -1),
-            **common,
-        ).to(device)
+        # the durations read only the text and the global conditions: a draft of one frame an item
+        draft = Conditions.stack([1] * len(utterances), [(0, 1)] * len(utterances), **labels).to(device)
         with torch.no_grad():
             log_duration = model.predict_durations(draft).cpu()
         for i, u in enumerate(utterances):
@@ -182,7 +162,7 @@ def inference_conditions(
                 start=n_prompt[i],
                 total=u.target_frames,
             )
-            units.append(prompt_units + target_units)
+            units.append(_unit_spans(char_units[i], prompt_units + target_units))
             end = target_units[-1][1] if target_units else n_prompt[i] + 1
             n_target.append(u.target_frames if u.target_frames is not None else end - n_prompt[i])
     else:
@@ -200,28 +180,8 @@ def inference_conditions(
         raise ConfigError(f"target_frames must be >= 1, got {n_target}")
 
     total = [p + t for p, t in zip(n_prompt, n_target, strict=True)]
-    n = max(total)
-    frames = torch.arange(n)[None, :]
-    frame_mask = frames < torch.tensor(total)[:, None]
-    target_mask = frame_mask & (frames >= torch.tensor(n_prompt)[:, None])
-    prompt = torch.zeros((len(utterances), n, d))
-    for i, p in enumerate(prompts):
-        prompt[i, : p.shape[0]] = p
-    extra: dict[str, torch.Tensor] = {}
-    if aligned:
-        width = max(1, max(len(x) for x in units))
-        unit_frames = torch.zeros((len(utterances), width, 2), dtype=torch.long)
-        unit_mask = torch.zeros((len(utterances), width), dtype=torch.bool)
-        for i, row in enumerate(units):
-            if row:
-                unit_frames[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-                unit_mask[i, : len(row)] = True
-        extra = dict(
-            char_unit=_pad_stack(char_units, -1), unit_frames=unit_frames, unit_mask=unit_mask
-        )
-    return Conditions(
-        frame_mask=frame_mask, target_mask=target_mask, prompt=prompt, **common, **extra
-    ).to(device)
+    spans = list(zip(n_prompt, total, strict=True))
+    return Conditions.stack(total, spans, prompts=prompts, units=units if aligned else None, **labels).to(device)
 
 
 @torch.no_grad()
