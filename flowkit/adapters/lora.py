@@ -39,7 +39,7 @@ from torch import nn
 from flowkit.errors import CheckpointError, ConfigError
 from flowkit.registry import register
 
-__all__ = ["TARGETS", "AdaptedModel", "GrownEmbedding", "LoRA", "adapter_keys", "is_adapted", "target_names"]
+__all__ = ["TARGETS", "AdaptedModel", "GrownEmbedding", "LoRA", "adapter_keys", "target_names"]
 
 #: Which projections ``targets`` may name, as patterns over module names.
 TARGETS = {"attn": r"^blocks\.\d+\.attn\.", "ff": r"^blocks\.\d+\.ff\."}
@@ -110,11 +110,6 @@ class AdaptedModel(nn.Module):
             raise CheckpointError(f"adapter weights do not fit this adapter: key {key!r} is "
                                   f"{'missing' if missing else 'unexpected'}; use the adapter config of the checkpoint")
         return super().load_state_dict(state_dict, strict=False, assign=assign)
-
-
-def is_adapted(model: nn.Module) -> bool:
-    """Whether ``model`` went through an adapter's ``apply``."""
-    return isinstance(model, AdaptedModel)
 
 
 def _adapted_class(cls: type) -> type:

@@ -9,10 +9,9 @@ Shape legend: b batch, n frames, nt tokens.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
-__all__ = ["durations_of", "maximum_path"]
+__all__ = ["maximum_path"]
 
 _FLOOR = -1e9  # what masked cells score: finite, so the kernel's value * mask stays a number
 
@@ -41,8 +40,3 @@ def maximum_path(log_p: torch.Tensor, n_tokens: torch.Tensor, n_frames: torch.Te
     value = log_p.detach().float().cpu().transpose(1, 2).clamp(min=_FLOOR).contiguous()
     path = mas(value, mask.float(), implementation="cython")
     return path.to(torch.int64)
-
-
-def durations_of(path: torch.Tensor) -> np.ndarray:
-    """Frames per token ``[b nt]`` (int64) of a path from `maximum_path`."""
-    return path.sum(-1).numpy()

@@ -150,10 +150,6 @@ class FrameBudget:
             return n
         return n * np.maximum(1.0, n / self.quadratic_ref_frames)
 
-    def oversize(self, lengths: np.ndarray) -> np.ndarray:
-        """Indices of the items whose cost alone exceeds ``frame_budget``."""
-        return np.flatnonzero(self.item_costs(lengths) > self.frame_budget)
-
     def epoch_batches(
         self,
         lengths: np.ndarray,

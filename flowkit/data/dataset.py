@@ -25,7 +25,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from flowkit.data.columns import StringColumn, ids_in
+from flowkit.data.columns import ids_in
 from flowkit.data.encoder_records import describe_record, record_params
 from flowkit.data.segment_checks import store_rejections
 from flowkit.data.shards import expand_stores
@@ -204,10 +204,6 @@ class SegmentTable(Sequence[SegmentInfo]):
             text=text["text"].value(r), n_frames=int(self.n_frames[i]), units=reader.segment_units(r),
             units_estimated=bool(num["units_estimated"][r]), corpus=self._corpus_of[s],
         )
-
-    def _per_store(self, field: str) -> Iterator[tuple[np.ndarray, StringColumn]]:
-        for s, reader in enumerate(self._readers):
-            yield np.nonzero(self.store == s)[0], reader.strings[field]
 
     def texts(self) -> Iterator[str]:
         """Each segment's text, in order (decoded one at a time)."""

@@ -18,7 +18,6 @@ same row), see `flowkit.text.f5`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,8 +44,6 @@ __all__ = [
 
 #: F5-TTS's configurations (its ``configs/*.yaml``) and the flowkit arch that holds each.
 F5_CONFIGS = {"F5TTS_v1_Base": "f5_v1", "F5TTS_Base": "f5_base"}
-#: F5-TTS's DiT default head width (``dim_head = 64``), which its configs keep.
-F5_HEAD_DIM = 64
 _BLOCK = re.compile(r"^transformer_blocks\.(\d+)\.(.+)$")
 _TEXT_BLOCK = re.compile(r"^text_embed\.text_blocks\.(\d+)\.(.+)$")
 
@@ -424,7 +421,3 @@ def describe_source(path: Path, arch: str, weights: str, *, sha256: str | None =
     config = next(k for k, v in F5_CONFIGS.items() if v == arch)
     return {"format": "f5-tts", "file": str(path.resolve()), "bytes": path.stat().st_size,
             "sha256": sha256 or file_sha256(path), "config": config, "weights": weights, "dtype": dtype}
-
-
-def _json(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True)

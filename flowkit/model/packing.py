@@ -76,11 +76,6 @@ class PackLayout:
         """``T``: packed frames, padding of the rows included."""
         return len(self.rows) * self.row_len
 
-    @property
-    def padding_share(self) -> float:
-        """Share of the packed frames that are padding, in [0, 1)."""
-        return 1.0 - sum(self.lengths) / self.num_frames if self.num_frames else 0.0
-
     def is_dense(self, n: int) -> bool:
         """Whether the padded batch ``[b n]`` itself has no padding (every item fills n)."""
         return all(x == n for x in self.lengths)

@@ -12,13 +12,10 @@ import torch
 from flowkit.model.dit import DiTConfig
 from flowkit.model.presets import PRESETS, SIZE_FIELDS
 
-__all__ = ["F5_BASE_PARAMS", "REFERENCE_SIZES", "count_parameters", "parameter_table"]
+__all__ = ["REFERENCE_SIZES", "count_parameters", "parameter_table"]
 
 #: Data-derived sizes the table assumes (F5-TTS base: 100 mel bins, 2545-symbol vocab + filler).
 REFERENCE_SIZES: dict[str, int] = {"latent_dim": 100, "vocab_size": 2546, "n_languages": 2}
-
-#: Parameters of F5-TTS base as its paper reports them.
-F5_BASE_PARAMS = 336_000_000
 
 #: Variants shown per preset: (column title, DiTConfig keyword arguments).
 VARIANTS: tuple[tuple[str, dict[str, str]], ...] = (

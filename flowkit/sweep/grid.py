@@ -53,9 +53,6 @@ class Point:
         """The point's ``-b`` statements, e.g. ``["Trainer.lr = 2e-3"]``."""
         return [f"{k} = {v}" for k, v in self.bindings]
 
-    def as_dict(self) -> dict[str, str]:
-        return dict(self.bindings)
-
 
 def _split_list(text: str) -> list[str] | None:
     """The top-level items of a bracketed list ``[a, b(c, d), 'e,f']``; None if not a list."""

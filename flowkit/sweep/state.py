@@ -230,9 +230,3 @@ def read_sweep_file(path: Path) -> dict[str, Any]:
     if not isinstance(doc, dict) or not isinstance(doc.get("points"), list):
         raise DataError(f"{path}: not a flowkit sweep file (no 'points' list)")
     return doc
-
-
-def names_in_order(state: SweepState, names: Sequence[str]) -> list[PointState]:
-    """The entries of ``names`` (in that order)."""
-    table = state.by_name()
-    return [table[n] for n in names]

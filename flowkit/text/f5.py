@@ -162,10 +162,6 @@ class F5Vocab:
             raise ValueError("not an F5 vocabulary state (expected kind 'f5' and a tokens list)")
         return cls(tuple(state["tokens"]), pinyin=bool(state.get("pinyin", True)))
 
-    def write_vocab_file(self, path: str | Path) -> None:
-        """Write ``vocab.txt`` as F5-TTS reads it (one token per line, newline-terminated)."""
-        Path(path).write_text("".join(f"{t}\n" for t in self.tokens), encoding="utf-8")
-
 
 @register("text", "f5")
 @attrs.frozen

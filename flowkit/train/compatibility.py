@@ -19,7 +19,6 @@ Every refusal is a `ResumeError` of one line that says what differs and what to 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -74,9 +73,6 @@ INIT_FROM_ALLOWED: dict[str, tuple[Any, Any]] = {
 
 #: Model fields init-from accepts any change of: training settings that no weight depends on.
 INIT_FROM_FREE: tuple[str, ...] = ("dropout",)
-
-_STEPS = re.compile(r"^\s*(\d+)\s*$")
-
 
 def check_resume_config(saved_text: str, current_text: str, *, run_dir: str) -> dict[str, tuple[Any, Any]]:
     """The allowed differences between the checkpoint's config and the current one.

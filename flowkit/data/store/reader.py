@@ -392,10 +392,6 @@ class StoreReader:
                                     "prepare); rebuild the store with `flowkit prepare`")
         return out  # type: ignore[return-value]
 
-    def read_zarr(self, row: int) -> np.ndarray:
-        """Latents of segment ``row`` through zarr's API (the reference the fast path must equal)."""
-        return np.asarray(self._latents[self.offsets[row] : self.offsets[row + 1]])
-
     def categorical(self, field: str) -> tuple[list[str], np.ndarray]:
         """A string field's distinct values and each segment's code, int32 ``[n]`` (cached;
         see `flowkit.data.columns.categorical`)."""
