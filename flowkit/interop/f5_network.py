@@ -160,7 +160,7 @@ class F5DiT(DiT):
         return F5_ARCH_OPTIONS[self.cfg.arch]
 
     def make_text_encoder(self, vocab_size: int, text_dim: int, layers: int) -> nn.Module:
-        return F5TextEncoder(vocab_size, text_dim, layers, F5_ARCH_OPTIONS[self.cfg.arch]["text_mask_padding"])
+        return F5TextEncoder(vocab_size, text_dim, layers, self.options["text_mask_padding"])
 
     def make_conv_pos(self, dim: int, kernel: int) -> nn.Module:
         return ConvPositionEmbedding(dim, kernel, activation=F.mish)

@@ -72,7 +72,6 @@ class ModelOutput:
     log_duration: torch.Tensor | None = None
 
 
-
 def ids_on_frames(cond: Conditions) -> torch.Tensor:
     """The unaligned path's text on frames ``[b n]``, as F5-TTS places it: the character ids
     fill the first frames, the filler id 0 the rest of the item's frames and the padding;
@@ -121,11 +120,13 @@ class DiT(nn.Module):
         self.final = FinalLayer(dim, latent_dim)
 
     def make_text_encoder(self, vocab_size: int, text_dim: int, layers: int) -> nn.Module:
-        """The text encoder: ids ``[b L]`` -> ``[b L text_dim]``."""
+        """The text encoder: ids ``[b L]`` and the valid positions ``[b L]`` (None: all) ->
+        ``[b L text_dim]``, zero on invalid positions."""
         return TextEncoder(vocab_size, text_dim, layers)
 
     def make_conv_pos(self, dim: int, kernel: int) -> nn.Module:
-        """The convolutional position embedding of the input stage."""
+        """The convolutional position embedding of the input stage: ``[b n c]`` and the valid
+        frames ``[b n]`` (None: all) -> ``[b n c]`` (the input plus the embedding)."""
         return ConvPositionEmbedding(dim, kernel)
 
     def make_time(self, dim: int) -> nn.Module:
@@ -133,7 +134,7 @@ class DiT(nn.Module):
         return TimeEmbedding(dim)
 
     def make_globals(self, dim: int, n_languages: int) -> nn.Module:
-        """The global-condition embedding: `Conditions` -> ``[b dim]``."""
+        """The global-condition embedding: `Conditions` of ``b`` items -> ``[b dim]``."""
         return GlobalEmbedding(dim, n_languages)
 
     def compile_blocks(self, **options: Any) -> None:
