@@ -6,9 +6,12 @@ recordings' ceilings do not depend on the noise seed and are judged in the first
 folder only;
 ``OUT/seeds.json`` holds, per kind of clip (generated, and the ceilings where judged), each
 figure's point estimate and bootstrap interval over utterances and seeds
-(`flowkit.evaluation.uncertainty`), with the protocol the figures depend on: judges (models
-and versions), NFE, CFG, the solver with its sway, the vocoder, the seed list and the test
-list's SHA-256. Two such files are compared by `compare_seed_files`.
+(``"figures"``, `flowkit.judges.uncertainty`), the tables they were drawn from
+(``"tables"``: per kind and figure the utterance ids, the seeds and the ``[u s]`` numerator
+and denominator, `flowkit.judges.uncertainty.SeedTable`; a cell not scored is null), with
+the protocol the figures depend on: judges (models and versions), NFE, CFG, the solver with
+its sway, the vocoder, the seed list and the test list's SHA-256. Two such files are
+compared by `flowkit.judges.uncertainty.compare`: a paired test on the tables.
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from typing import Any
 import attrs
 
 from flowkit.errors import ConfigError
-from flowkit.evaluation.uncertainty import Interval, bootstrap, differs, table
+from flowkit.judges.uncertainty import SeedTable, bootstrap, table
 
-__all__ = ["FIGURES", "SEEDS_FILE", "SeedsOutcome", "compare_seed_files", "evaluate_seeds", "seed_figures"]
+__all__ = ["FIGURES", "SEEDS_FILE", "SeedsOutcome", "evaluate_seeds", "seed_figures", "seed_tables"]
 
 SEEDS_FILE = "seeds.json"
 #: figure -> (results key, weight key): WER and CER are corpus rates (edits over reference
@@ -49,28 +52,35 @@ def _block(records: Sequence[dict[str, Any]], kind: str) -> dict[str, Any]:
     return {"records": [{"utt": r["utt"], **r[kind]} for r in records if r.get(kind)]}
 
 
-def seed_figures(records_by_seed: Sequence[Sequence[dict[str, Any]]], *, seed: int = 0) -> dict[str, Any]:
-    """``{kind: {figure: Interval.to_dict()}}`` from each seed's ``results.jsonl`` records
-    (utterances that every seed holds); the ceilings ("truth", "vocoded") from the seeds
-    that judged them; a figure no record scores is left out."""
+def seed_tables(records_by_seed: Sequence[Sequence[dict[str, Any]]],
+                seeds: Sequence[int]) -> dict[str, dict[str, SeedTable]]:
+    """``{kind: {figure: SeedTable}}`` from each seed's ``results.jsonl`` records (seed
+    ``seeds[k]``'s at k): the utterances that every seed holds; the ceilings ("truth",
+    "vocoded") from the seeds that judged them; a figure no record scores is left out."""
     import numpy as np
 
-    out: dict[str, Any] = {}
+    out: dict[str, dict[str, SeedTable]] = {}
     for kind in ("generated", "truth", "vocoded"):
-        blocks = [_block(records, kind)["records"] for records in records_by_seed]
+        blocks = [(s, _block(records, kind)["records"]) for s, records in zip(seeds, records_by_seed, strict=True)]
         if kind != "generated":
-            blocks = [b for b in blocks if b]
-        if not blocks or not all(blocks):
+            blocks = [(s, b) for s, b in blocks if b]
+        if not blocks or not all(b for _, b in blocks):
             continue
-        figures = {}
+        tables = {}
         for name, (key, weight) in FIGURES.items():
-            num, den, utts = table(blocks, key, weight)
+            num, den, utts = table([b for _, b in blocks], key, weight)
             if not utts or not np.isfinite(num).any():
                 continue
-            figures[name] = bootstrap(num, den, seed=seed).to_dict()
-        if figures:
-            out[kind] = figures
+            tables[name] = SeedTable(tuple(utts), tuple(s for s, _ in blocks), num, den)
+        if tables:
+            out[kind] = tables
     return out
+
+
+def seed_figures(tables: dict[str, dict[str, SeedTable]], *, seed: int = 0) -> dict[str, Any]:
+    """``{kind: {figure: Interval.to_dict()}}``: `bootstrap` of each of `seed_tables`' tables."""
+    return {kind: {name: bootstrap(t.numerator, t.denominator, seed=seed).to_dict() for name, t in figures.items()}
+            for kind, figures in tables.items()}
 
 
 def evaluate_seeds(checkpoint: str | Path, testset: str | Path, out: str | Path | None, seeds: Sequence[int], *,
@@ -98,8 +108,10 @@ def evaluate_seeds(checkpoint: str | Path, testset: str | Path, out: str | Path 
     records = [read_results(o.out / "results.jsonl") for o in outcomes]
     identity = json.loads((outcomes[0].out / IDENTITY).read_text(encoding="utf-8"))
     first = outcomes[0].summary
+    tables = seed_tables(records, seeds)
     summary = {
-        "figures": seed_figures(records),
+        "figures": seed_figures(tables),
+        "tables": {kind: {name: t.to_json() for name, t in figures.items()} for kind, figures in tables.items()},
         "protocol": {
             "seeds": list(seeds), "testset": identity.get("testset"), "testset_sha256": identity.get("testset_sha256"),
             "nfe": identity.get("nfe"), "cfg": identity.get("cfg"), "model": first.get("model"),
@@ -113,20 +125,3 @@ def evaluate_seeds(checkpoint: str | Path, testset: str | Path, out: str | Path 
     atomic_write_json(out / SEEDS_FILE, summary)
     return SeedsOutcome(out, seeds, summary)
 
-
-def compare_seed_files(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
-    """Per figure of the generated audio in both ``seeds.json`` contents: both intervals,
-    the difference of the means and whether the intervals do not overlap (``differs``);
-    ``same_protocol`` says whether test list, NFE, CFG and judges match (otherwise the
-    figures measure different things)."""
-    pa, pb = a.get("protocol", {}), b.get("protocol", {})
-    same = all(pa.get(k) == pb.get(k) for k in ("testset_sha256", "nfe", "cfg", "judges"))
-    rows = []
-    for name, fa in (a.get("figures", {}).get("generated") or {}).items():
-        fb = (b.get("figures", {}).get("generated") or {}).get(name)
-        if fb is None:
-            continue
-        ia, ib = Interval(**fa), Interval(**fb)
-        rows.append({"figure": name, "a": ia, "b": ib, "difference": ib.mean - ia.mean, "differs": differs(ia, ib),
-                     "same_protocol": same})
-    return rows

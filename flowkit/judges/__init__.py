@@ -10,7 +10,9 @@
 - `flowkit.judges.speaker`: kind ``speaker`` (`flowkit.protocols.SpeakerJudge`):
   ``speaker.resemblyzer``, cosine similarity of GE2E speaker embeddings;
 - `flowkit.judges.quality`: kind ``quality`` (`flowkit.protocols.QualityJudge`):
-  ``quality.dnsmos``, DNSMOS P.835 (OVRL, SIG, BAK) without a reference.
+  ``quality.dnsmos``, DNSMOS P.835 (OVRL, SIG, BAK) without a reference;
+- `flowkit.judges.uncertainty`: a figure's 95 % interval (a bootstrap over utterances and
+  noise seeds) and whether two evals differ (a paired bootstrap of the difference).
 
 The speaker and quality judges load weights their wheels ship (``pip install flowkit[eval]``);
 nothing is downloaded, and a missing package is one line naming the extra. Each says what it

@@ -6,7 +6,8 @@ beside the ceilings (the target recordings, raw and through the run's vocoder), 
 its ``eval.md`` lies. A folder without a summary (an eval still running, or killed) is
 listed as unfinished. A ``flowkit eval --seeds K`` folder (``seeds.json``) is one row of
 means with their 95 % intervals; `seed_comparison_blocks` compares such folders of two
-runs on the same test list and says which differences exceed the intervals.
+runs on the same test list and says which differences are larger than the noise (a paired
+bootstrap of the difference, `flowkit.judges.uncertainty.compare`).
 """
 
 from __future__ import annotations
@@ -94,8 +95,12 @@ def _seeds_row(folder: Path, seeds: dict[str, Any]) -> list[str]:
 
 def seed_comparison_blocks(runs: list[Any]) -> list[Any]:
     """For the first two runs holding ``--seeds`` evals of one test list (same SHA-256): per
-    figure both intervals, the difference and whether it exceeds them (the intervals do not
+    figure both intervals, the difference B - A with its paired 95 % interval, and whether the
+    difference is larger than the noise (`flowkit.judges.uncertainty.compare`: the paired
+    interval excludes 0, or for a ``seeds.json`` without tables the intervals do not
     overlap); [] when no two such evals exist."""
+    from flowkit.judges.uncertainty import compare
+
     found = []
     for run in runs[:2]:
         root = Path(run.path) / EVALS_DIR
@@ -112,16 +117,23 @@ def seed_comparison_blocks(runs: list[Any]) -> list[Any]:
         return []
     (fa, a), (fb, b) = found[0][shared[0]], found[1][shared[0]]
     pa, pb = a.get("protocol", {}), b.get("protocol", {})
+    compared = {r["figure"]: r for r in compare(a, b)}
     rows = []
-    for name in SEED_FIGURES:
-        ia, ib = (a["figures"].get("generated") or {}).get(name), (b["figures"].get("generated") or {}).get(name)
-        if not (isinstance(ia, dict) and isinstance(ib, dict)):
-            continue
-        apart = ia["high"] < ib["low"] or ib["high"] < ia["low"]
-        rows.append([name.upper(), _interval(ia), _interval(ib), f"{ib['mean'] - ia['mean']:+.3f}",
-                     "yes: the intervals do not overlap" if apart else "no: within the intervals"])
+    for name in [n for n in SEED_FIGURES if n in compared] + [n for n in compared if n not in SEED_FIGURES]:
+        r = compared[name]
+        paired = r["paired"]
+        if paired is None:
+            difference = f"{r['difference']:+.3f}"
+            verdict = "the intervals do not overlap" if r["differs"] else "the intervals overlap"
+        else:
+            difference = f"{paired.mean:+.3f} [{paired.low:+.3f}, {paired.high:+.3f}]"
+            verdict = f"the difference's interval {'excludes' if r['differs'] else 'holds'} 0"
+            if r["shared"] < max(r["a"].utterances, r["b"].utterances):
+                verdict += f", on the {r['shared']} utterances both hold"
+        rows.append([name.upper(), r["a"].text(), r["b"].text(), difference,
+                     f"{'yes' if r['differs'] else 'no'} ({r['rule']}: {verdict})"])
     blocks: list[Any] = [Table(["figure", f"{runs[0].label} ({fa.name})", f"{runs[1].label} ({fb.name})",
-                                "difference", "larger than the intervals?"], rows)]
+                                "difference B - A [paired 95 %]", "larger than the noise?"], rows)]
     differ = [k for k in ("nfe", "cfg", "judges", "model") if pa.get(k) != pb.get(k)]
     if differ:
         blocks.append(Note("Caution: the two evals differ in " + ", ".join(differ) + "; their figures measure "

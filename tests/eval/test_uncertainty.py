@@ -1,6 +1,7 @@
-"""Evaluation figures with their interval (flowkit.evaluation.uncertainty, flowkit.evaluation.seeds):
-the bootstrap against a plain reference and scipy on fixed tables, and ``--seeds`` end to end
-on a tiny random-weight checkpoint with stand-in judges."""
+"""Evaluation figures with their interval (flowkit.judges.uncertainty, flowkit.evaluation.seeds):
+the bootstrap and the paired bootstrap of a difference against plain references and scipy on
+fixed tables, the comparison of two seeds.json, and ``--seeds`` end to end on a tiny
+random-weight checkpoint with stand-in judges."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import numpy as np
 import pytest
 
 from flowkit.errors import ConfigError
-from flowkit.evaluation.uncertainty import Interval, bootstrap, differs
+from flowkit.judges.uncertainty import Interval, SeedTable, bootstrap, compare, differs, paired_difference
 
 # a fixed table: 8 utterances x 3 seeds of word errors, and the words of each utterance
 EDITS = np.array([[1, 2, 1], [0, 0, 1], [3, 2, 4], [0, 1, 0], [2, 2, 2], [1, 0, 0], [0, 0, 0], [5, 3, 4]], float)
@@ -75,6 +76,133 @@ def test_differs_when_the_intervals_do_not_overlap() -> None:
     assert differs(a, Interval(0.33, 0.30, 0.36, 0.95, 50, 5))
 
 
+# a fixed pair of tables: 6 utterances x 2 seeds of word errors by evals A and B, and the words
+PAIR_A = np.array([[1, 2], [0, 0], [3, 2], [0, 1], [2, 2], [5, 3]], float)
+PAIR_B = np.array([[0, 1], [0, 1], [2, 2], [0, 0], [1, 2], [4, 4]], float)
+PAIR_WORDS = np.array([[6] * 2, [4] * 2, [9] * 2, [5] * 2, [7] * 2, [11] * 2], float)
+
+
+def _paired_reference(a: np.ndarray, b: np.ndarray, den: np.ndarray, resamples: int, seed: int, same_seeds: bool,
+                      confidence: float = 0.95):
+    """The paired bootstrap written out: the implementation's integer draws (rows, A's columns,
+    B's columns only when the seeds differ), then one resampled pair of tables at a time."""
+    rng = np.random.default_rng(seed)
+    u, s = a.shape
+    rows = rng.integers(0, u, size=(resamples, u))
+    cols_a = rng.integers(0, s, size=(resamples, s))
+    cols_b = cols_a if same_seeds else rng.integers(0, s, size=(resamples, s))
+    stats = []
+    for r in range(resamples):
+        fa = a[np.ix_(rows[r], cols_a[r])].sum() / den[np.ix_(rows[r], cols_a[r])].sum()
+        fb = b[np.ix_(rows[r], cols_b[r])].sum() / den[np.ix_(rows[r], cols_b[r])].sum()
+        stats.append(fb - fa)
+    q = (1 - confidence) / 2
+    return np.quantile(stats, [q, 1 - q])
+
+
+@pytest.mark.parametrize("same_seeds", [True, False])
+def test_the_paired_difference_equals_the_written_out_reference(same_seeds: bool) -> None:
+    got = paired_difference(PAIR_A, PAIR_WORDS, PAIR_B, PAIR_WORDS, same_seeds=same_seeds, resamples=400, seed=5)
+    low, high = _paired_reference(PAIR_A, PAIR_B, PAIR_WORDS, 400, 5, same_seeds)
+    assert got.mean == pytest.approx(PAIR_B.sum() / PAIR_WORDS.sum() - PAIR_A.sum() / PAIR_WORDS.sum(), abs=1e-15)
+    # the same draws; only the order of the float64 sums differs (counts x table against
+    # indexing), so the two agree to rounding, far below 1e-12
+    assert abs(got.low - low) < 1e-12 and abs(got.high - high) < 1e-12
+    assert got.low < got.mean < got.high and (got.utterances, got.seeds) == (6, 2)
+    if same_seeds:  # the draws are bootstrap's of the same seed: against a zero table, B's own interval
+        alone = bootstrap(PAIR_B, PAIR_WORDS, resamples=400, seed=5)
+        zero = paired_difference(0 * PAIR_A, PAIR_WORDS, PAIR_B, PAIR_WORDS, same_seeds=True, resamples=400, seed=5)
+        assert (zero.low, zero.high) == (alone.low, alone.high)
+
+
+def test_pairing_finds_a_small_shift_that_the_two_intervals_hide() -> None:
+    rng = np.random.default_rng(0)
+    # 40 utterances that differ a lot (a hard sentence is hard for both evals), 3 seeds each
+    a = rng.uniform(0.0, 1.0, size=(40, 1)) + rng.normal(0.0, 0.02, size=(40, 3))
+    b = a + 0.01
+    ia, ib = bootstrap(a), bootstrap(b)
+    assert not differs(ia, ib)  # each interval is ~0.18 wide: 0.01 apart they overlap
+    paired = paired_difference(a, None, b, None, same_seeds=True)
+    assert paired.mean == pytest.approx(0.01) and paired.low > 0  # the paired interval excludes 0
+    assert paired.high - paired.low < 1e-9  # every draw differs by 0.01 exactly, up to rounding
+    apart = paired_difference(a, None, b, None, same_seeds=False)  # seeds drawn apart: their noise enters
+    assert apart.low < apart.mean < apart.high and apart.high - apart.low > 100 * (paired.high - paired.low)
+
+
+def test_the_paired_difference_of_equal_tables_is_exactly_zero() -> None:
+    with_nan = PAIR_A.copy()
+    with_nan[2, 1] = np.nan
+    for num, den in ((PAIR_A, PAIR_WORDS), (with_nan, PAIR_WORDS), (with_nan, None)):
+        got = paired_difference(num, den, num, den, same_seeds=True, resamples=300)
+        assert (got.mean, got.low, got.high) == (0.0, 0.0, 0.0)
+
+
+def test_paired_difference_bad_input() -> None:
+    with pytest.raises(ConfigError, match="eval A has 6 utterances and eval B 3"):
+        paired_difference(PAIR_A, None, PAIR_B[:3], None, same_seeds=False)
+    with pytest.raises(ConfigError, match="same_seeds with 2 seeds in eval A and 1 in eval B"):
+        paired_difference(PAIR_A, None, PAIR_B[:, :1], None, same_seeds=True)
+    assert paired_difference(PAIR_A, None, PAIR_B[:, :1], None, same_seeds=False).seeds == 1
+    with pytest.raises(ConfigError, match="eval B: numerator .* differ in shape"):
+        paired_difference(PAIR_A, None, PAIR_B, PAIR_WORDS[:2], same_seeds=True)
+    with pytest.raises(ConfigError, match="resamples 0"):
+        paired_difference(PAIR_A, None, PAIR_B, None, same_seeds=True, resamples=0)
+
+
+def _seeds_dict(num: np.ndarray, den: np.ndarray | None, utts: list[str], seeds: list[int], *,
+                tables: bool = True) -> dict:
+    """A seeds.json content with one figure, WER, of the given table."""
+    figure = bootstrap(num, den).to_dict()
+    out = {"figures": {"generated": {"wer": figure}},
+           "protocol": {"testset_sha256": "ab" * 32, "nfe": 32, "cfg": 2.0, "judges": {}, "seeds": seeds}}
+    if tables:
+        out["tables"] = {"generated": {"wer": SeedTable(tuple(utts), tuple(seeds), num, den).to_json()}}
+    return json.loads(json.dumps(out))
+
+
+def test_compare_pairs_the_tables_and_falls_back_to_overlap_without_them() -> None:
+    utts = [f"u{i}" for i in range(6)]
+    a, b = _seeds_dict(PAIR_A, PAIR_WORDS, utts, [0, 1]), _seeds_dict(PAIR_B, PAIR_WORDS, utts, [0, 1])
+    (row,) = compare(a, b)
+    assert row["rule"] == "paired" and row["shared"] == 6 and row["same_protocol"]
+    assert row["paired"] == paired_difference(PAIR_A, PAIR_WORDS, PAIR_B, PAIR_WORDS, same_seeds=True)
+    assert row["differs"] == (row["paired"].low > 0 or row["paired"].high < 0)
+    assert row["difference"] == pytest.approx(row["paired"].mean)
+    (same,) = compare(a, a)
+    assert same["rule"] == "paired" and not same["differs"] and (same["paired"].low, same["paired"].high) == (0, 0)
+    # other seeds: the columns are drawn apart
+    other = _seeds_dict(PAIR_B, PAIR_WORDS, utts, [5, 6])
+    assert compare(a, other)[0]["paired"] == paired_difference(PAIR_A, PAIR_WORDS, PAIR_B, PAIR_WORDS,
+                                                               same_seeds=False)
+    # B in another order with one utterance more and one less: matched by id, in A's order
+    order = [3, 1, 0, 5, 2]
+    moved = _seeds_dict(np.vstack([PAIR_B[order], [[9, 9]]]), np.vstack([PAIR_WORDS[order], [[9, 9]]]),
+                        [utts[i] for i in order] + ["extra"], [0, 1])
+    (row,) = compare(a, moved)
+    keep = [0, 1, 2, 3, 5]
+    assert row["shared"] == 5 and row["paired"] == paired_difference(PAIR_A[keep], PAIR_WORDS[keep], PAIR_B[keep],
+                                                                     PAIR_WORDS[keep], same_seeds=True)
+    # without tables (a seeds.json from an eval that did not write them): the overlap rule
+    bare = _seeds_dict(PAIR_B, PAIR_WORDS, utts, [0, 1], tables=False)
+    for x, y in ((a, bare), (bare, a), (bare, bare)):
+        (row,) = compare(x, y)
+        assert row["rule"] == "overlap" and row["paired"] is None and row["shared"] is None
+        assert row["differs"] == differs(row["a"], row["b"])
+
+
+def test_a_table_round_trips_through_json_with_its_missing_cells() -> None:
+    num = PAIR_A.copy()
+    num[1, 0] = np.nan
+    data = json.loads(json.dumps(SeedTable(("a", "b", "c", "d", "e", "f"), (3, 4), num, PAIR_WORDS).to_json()))
+    assert data["numerator"][1] == [None, 0.0] and data["seeds"] == [3, 4]
+    back = SeedTable.from_json(data)
+    assert back is not None and back.utts[0] == "a" and back.seeds == (3, 4)
+    np.testing.assert_array_equal(back.numerator, num)  # NaN where it was
+    np.testing.assert_array_equal(back.denominator, PAIR_WORDS)
+    assert SeedTable.from_json({**data, "numerator": data["numerator"][:2]}) is None  # damaged: not a table
+    assert SeedTable.from_json(None) is None
+
+
 class _ASR:
     """Hears the same sentence in everything (WER then depends on the target only)."""
 
@@ -102,7 +230,7 @@ def test_seeds_end_to_end_and_the_comparison(tmp_path: Path) -> None:
     from tiny_checkpoint import LOG_MEL_80, save_tiny_checkpoint
 
     from flowkit.evaluation.judges import Judges
-    from flowkit.evaluation.seeds import SEEDS_FILE, compare_seed_files, evaluate_seeds
+    from flowkit.evaluation.seeds import SEEDS_FILE, evaluate_seeds
     from flowkit.evaluation.settings import EvalSettings
 
     clips = Path(__file__).resolve().parents[2] / "flowkit" / "demo" / "clips" / "wavs"
@@ -139,9 +267,15 @@ def test_seeds_end_to_end_and_the_comparison(tmp_path: Path) -> None:
     assert all(first) and not any(again) and saved["figures"]["truth"]["wer"]["seeds"] == 1
     dnsmos = saved["figures"]["generated"]["dnsmos"]
     assert dnsmos["low"] <= dnsmos["mean"] <= dnsmos["high"]
-    rows = compare_seed_files(saved, saved)
+    # the tables the intervals were drawn from: utterances by seeds, words as the WER's denominator
+    tables = saved["tables"]["generated"]["wer"]
+    assert tables["utts"] == ["u1", "u2", "u3"] and tables["seeds"] == [7, 8]
+    assert tables["denominator"] == [[2.0, 2.0], [4.0, 4.0], [3.0, 3.0]]
+    assert saved["tables"]["truth"]["wer"]["seeds"] == [7]
+    rows = compare(saved, saved)
     assert {r["figure"] for r in rows} >= {"wer", "dnsmos"}
-    assert all(not r["differs"] and r["same_protocol"] and r["difference"] == 0 for r in rows)
+    assert all(r["rule"] == "paired" and r["shared"] == 3 and not r["differs"] and r["same_protocol"]
+               and r["difference"] == 0 and (r["paired"].low, r["paired"].high) == (0, 0) for r in rows)
     with pytest.raises(ConfigError, match="two or more different seeds"):
         evaluate_seeds(tmp_path / "run", meta, tmp_path / "x", [1, 1], settings=settings, judges=judges)
     with pytest.raises(ConfigError, match="give --out"):
@@ -175,3 +309,23 @@ def test_the_report_says_whether_two_runs_differ_beyond_the_intervals(tmp_path: 
     assert seed_comparison_blocks([a]) == []
     own = eval_blocks(a)[0]
     assert own.rows[0][4] == "0.270 [0.250, 0.290]" and "5 seeds" in own.rows[0][0]
+
+
+def test_the_report_pairs_two_runs_evals_that_hold_their_tables(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from flowkit.report.document import Table
+    from flowkit.report.evals import seed_comparison_blocks
+
+    rng = np.random.default_rng(0)
+    utts = [f"u{i}" for i in range(40)]
+    a = rng.uniform(0.0, 1.0, size=(40, 1)) + rng.normal(0.0, 0.02, size=(40, 3))
+    for name, table in (("a", a), ("b", a + 0.01)):
+        folder = tmp_path / name / "evals" / "test-seeds3"
+        folder.mkdir(parents=True)
+        (folder / "seeds.json").write_text(json.dumps(_seeds_dict(table, None, utts, [0, 1, 2])))
+    runs = [SimpleNamespace(path=tmp_path / n, label=n) for n in "ab"]
+    (row,) = next(x for x in seed_comparison_blocks(runs) if isinstance(x, Table)).rows
+    # the intervals of the two figures overlap; the paired interval of the difference does not hold 0
+    assert row[0] == "WER" and row[3] == "+0.010 [+0.010, +0.010]"
+    assert row[4] == "yes (paired: the difference's interval excludes 0)"
