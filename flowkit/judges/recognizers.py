@@ -429,31 +429,30 @@ class Whisper:
                                        max_new_tokens=whisper_token_cap(len(x) / ASR_RATE))
         return " ".join(s.text.strip() for s in segments).strip()
 
-    def transcribe_many(self, audios: Sequence[np.ndarray], sample_rate: int, language: str = "en", *,
-                        gap_s: float = 2.0, window_s: float = 28.0) -> list[str]:
-        """The words heard in each of ``audios`` (each ``[samples]`` float at ``sample_rate``
-        Hz), clips packed several to a window (`flowkit.judges.packing`): consecutive clips
-        whose lengths and ``gap_s`` of silence between them fit in ``window_s`` seconds share
-        one window, decoded as `transcribe` decodes but with word timestamps; a longer clip
-        is transcribed alone.
+    def transcribe_windows(self, audios: Sequence[np.ndarray], sample_rate: int, language: str = "en", *,
+                           gap_s: float = 1.0, window_s: float = 28.0) -> list[tuple[list[int], str]]:
+        """``audios`` (each ``[samples]`` float at ``sample_rate`` Hz) packed several to a
+        window (`flowkit.judges.packing.pack_windows`: consecutive clips whose lengths and
+        ``gap_s`` of silence between them fit in ``window_s`` seconds), and per window the
+        indices of its clips and the words heard in it, decoded as `transcribe` decodes
+        without timestamp tokens; a clip longer than ``window_s`` is transcribed alone. Who
+        said which word is the caller's to find (`flowkit.judges.packing.split_by_text`).
 
         Raises:
             As `transcribe`.
         """
-        from flowkit.judges.packing import assign_words, pack_windows, packed_audio
+        from flowkit.judges.packing import pack_windows, packed_audio
 
         model, lang = self._get_model(), self._language(language)
         clips = [_mono16k(a, sample_rate) for a in audios]
-        out = [""] * len(clips)
+        out = []
         for window in pack_windows([c.size / ASR_RATE for c in clips], gap_s=gap_s, window_s=window_s):
             if len(window) == 1:
-                out[window[0]] = self.transcribe(clips[window[0]], ASR_RATE, lang)
+                out.append((window, self.transcribe(clips[window[0]], ASR_RATE, lang)))
                 continue
-            audio, spans = packed_audio([clips[i] for i in window], ASR_RATE, gap_s)
+            audio, _ = packed_audio([clips[i] for i in window], ASR_RATE, gap_s)
             segments, _ = model.transcribe(audio, language=lang, beam_size=self.beam_size, temperature=0.0,
-                                           condition_on_previous_text=False, vad_filter=False, word_timestamps=True,
+                                           condition_on_previous_text=False, vad_filter=False, without_timestamps=True,
                                            max_new_tokens=whisper_token_cap(audio.size / ASR_RATE))
-            words = [(w.start, w.end, w.word) for s in segments for w in (s.words or ())]
-            for i, text in zip(window, assign_words(words, spans), strict=True):
-                out[i] = text
+            out.append((window, " ".join(s.text.strip() for s in segments).strip()))
         return out

