@@ -1,13 +1,16 @@
 """Measuring every clip with every criterion, in worker processes, resumable.
 
 ``DIR/measures.jsonl`` holds one line per clip, appended (and flushed to disk) as each
-clip finishes: ``{"segment_id", "seconds", "measures": {criterion: {...}}}``, or
-``"error": {"reason", "detail"}`` for audio that does not decode. A run killed at any
-point leaves finished lines and at most one torn last line, which the next run cuts off;
-clips with a line are not measured again, and a clip measured before a criterion was added
-is measured again for that criterion only. ``DIR/judges.json`` records the judge of each
-criterion (model and package version); measures of another judge are refused, since a
-new model's CER or score does not compare with the old one's.
+clip finishes: ``{"segment_id", "clip", "seconds", "measures": {criterion: {...}}}``, or
+``"error": {"reason", "detail"}`` for audio that does not decode; ``clip`` is the clip's
+`fingerprint` (transcript, language, audio). A run killed at any point leaves finished lines
+and at most one torn last line, which the next run cuts off; clips with a line of the same
+fingerprint are not measured again (a corrected transcript or replaced file is), a clip
+measured before a criterion was added is measured again for that criterion only, and so is
+a measure the criterion's present settings call stale (its ``stale`` method).
+``DIR/judges.json`` records the judge of each criterion (model and package version);
+measures of another judge are refused, since a new model's CER or score does not compare
+with the old one's.
 
 Work goes out in chunks of `CHUNK` clips of one language, cut from the whole source in its
 order (so a run killed and run again measures the same chunks): a criterion that judges
@@ -30,7 +33,7 @@ from typing import Any
 from flowkit.data.manifest import Item
 from flowkit.errors import ResumeError
 
-__all__ = ["CHUNK", "JUDGES", "MEASURES", "chunks", "measure_clips", "read_measures"]
+__all__ = ["CHUNK", "JUDGES", "MEASURES", "chunks", "fingerprint", "measure_clips", "read_measures"]
 
 MEASURES = "measures.jsonl"
 JUDGES = "judges.json"
@@ -91,9 +94,10 @@ def _measure_chunk(job: tuple[list[Item], tuple[str, ...]]) -> list[dict[str, An
     for item in items:
         try:
             clips.append(load_clip(item))
-            results.append({"segment_id": item.segment_id, "measures": {}})
+            results.append({"segment_id": item.segment_id, "clip": fingerprint(item), "measures": {}})
         except AudioError as exc:
-            results.append({"segment_id": item.segment_id, "error": {"reason": exc.reason, "detail": exc.detail}})
+            results.append({"segment_id": item.segment_id, "clip": fingerprint(item),
+                            "error": {"reason": exc.reason, "detail": exc.detail}})
     measured = [r for r in results if "error" not in r]
     for record, clip in zip(measured, clips, strict=True):
         record["seconds"] = round(clip.audio.size / clip.sample_rate, 4)
@@ -109,6 +113,23 @@ def _measure_chunk(job: tuple[list[Item], tuple[str, ...]]) -> list[dict[str, An
     return results
 
 
+def fingerprint(item: Item) -> str:
+    """What a clip's measures depend on, hashed: its transcript, language and audio (the
+    file's path and size, or the dataset row it comes from). A clip whose fingerprint differs
+    from the one its measures were taken with (a corrected transcript, a replaced file, another
+    corpus's clip of the same id in the same ``--out``) is measured again."""
+    import hashlib
+
+    audio = item.audio
+    if isinstance(audio, Path):
+        try:
+            audio = f"{audio.resolve()}:{audio.stat().st_size}"
+        except OSError:
+            audio = str(audio)
+    key = "\0".join((item.text, item.language or "", str(audio)))
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+
+
 def chunks(items: Sequence[Item], size: int = CHUNK) -> list[list[Item]]:
     """``items`` cut into runs of at most ``size`` clips of one language: the languages in
     order of first appearance, each language's clips in source order."""
@@ -118,8 +139,22 @@ def chunks(items: Sequence[Item], size: int = CHUNK) -> list[list[Item]]:
     return [clips[i:i + size] for clips in by_language.values() for i in range(0, len(clips), size)]
 
 
+def _stale(criterion: Any, measure: Any) -> bool:
+    """Whether ``criterion`` must take ``measure`` again under its present settings (its
+    ``stale`` method: a packed hearing over a lowered floor is heard again alone)."""
+    return bool(getattr(criterion, "stale", None) and criterion.stale(measure))
+
+
 def _judges_of(criteria: dict[str, Any]) -> dict[str, Any]:
     return {name: c.describe().get("judge") for name, c in criteria.items()}
+
+
+def _difference(old: Any, new: Any) -> str:
+    """``"pack_gap_s 1.0 -> None"``: the entries of two judge records that differ."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        keys = [k for k in dict.fromkeys([*old, *new]) if old.get(k) != new.get(k)]
+        return ", ".join(f"{k} {old.get(k)!r} -> {new.get(k)!r}" for k in keys)
+    return f"{old!r} -> {new!r}"
 
 
 def _check_judges(out: Path, criteria: dict[str, Any]) -> None:
@@ -141,8 +176,9 @@ def _check_judges(out: Path, criteria: dict[str, Any]) -> None:
         for name, judge in now.items():
             if name in old and old[name] != judge:
                 raise ResumeError(
-                    f"{out / MEASURES} holds {name} measures made with {old[name]}, not {judge}; give another "
-                    f"--out, or delete {out / MEASURES} and {path} to measure again")
+                    f"{out / MEASURES} holds {name} measures made with another judge "
+                    f"({_difference(old[name], judge)}); give another --out, or delete {out / MEASURES} and "
+                    f"{path} to measure again")
     atomic_write_json(path, {**old, **now})
 
 
@@ -192,10 +228,11 @@ def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *,
         missing: set[str] = set()
         for item in chunk:
             record = done.get(item.segment_id)
-            if record is None:
+            if record is None or record.get("clip", fingerprint(item)) != fingerprint(item):
                 missing.update(names)
             elif "error" not in record:
-                missing.update(n for n in names if n not in record.get("measures", {}))
+                measures = record.get("measures", {})
+                missing.update(n for n in names if n not in measures or _stale(criteria[n], measures[n]))
         if missing:
             jobs.append((chunk, tuple(n for n in names if n in missing)))
     todo = sum(len(chunk) for chunk, _ in jobs)
@@ -206,6 +243,8 @@ def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *,
         for (chunk, _), records in zip(jobs, results, strict=True):
             for record in records:
                 before = done.get(record["segment_id"])
+                if before is not None and before.get("clip", record["clip"]) != record["clip"]:
+                    before = None  # another clip under this id: nothing of the old one is kept
                 if before is not None and "measures" in record:  # measured again: keep what it had
                     record["measures"] = {**before.get("measures", {}), **record["measures"]}
                 audio_s += float(record.get("seconds", 0.0))

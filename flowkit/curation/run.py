@@ -103,6 +103,11 @@ class CurationOutcome:
     notes: tuple[str, ...] = ()
 
 
+def _lines(path: Path) -> int:
+    """Whole lines of ``path`` (a torn last line not counted); 0 for no file."""
+    return path.read_bytes().count(b"\n") if path.is_file() else 0
+
+
 def curate(sources: Sequence[Path], out: Path, *, settings: Curation | None = None, progress: bool = True,
            input_format: str = "auto") -> CurationOutcome:
     """Curate the clips of ``sources`` into the folder ``out`` (module docstring).
@@ -114,7 +119,7 @@ def curate(sources: Sequence[Path], out: Path, *, settings: Curation | None = No
     """
     from flowkit.curation.clips import info_of, read_source
     from flowkit.curation.decide import decide, write_lists
-    from flowkit.curation.measure import measure_clips, read_measures
+    from flowkit.curation.measure import measure_clips
     from flowkit.curation.page import write_page
     from flowkit.errors import DataError
     from flowkit.io import atomic_write_json
@@ -126,7 +131,7 @@ def curate(sources: Sequence[Path], out: Path, *, settings: Curation | None = No
     if not items:
         raise DataError(f"{', '.join(map(str, sources))}: lists no clip ({len(rejected)} lines rejected); "
                         "nothing to curate")
-    measured_before = len(read_measures(out / "measures.jsonl"))
+    measured_before = _lines(out / "measures.jsonl")
     started = time.perf_counter()
     records = measure_clips(items, criteria, out, workers=settings.resolved_workers(), progress=progress)
     measure_seconds = time.perf_counter() - started
@@ -141,7 +146,7 @@ def curate(sources: Sequence[Path], out: Path, *, settings: Curation | None = No
     audio_seconds = sum(r.seconds or 0.0 for r in rows)
     outcome = CurationOutcome(out, len(rows), sum(r.keep for r in rows), dict(dropped_by), unreadable,
                               len(rejected), audio_seconds, measure_seconds,
-                              max(0, len(records) - measured_before), notes)
+                              max(0, _lines(out / "measures.jsonl") - measured_before), notes)
     atomic_write_json(out / SUMMARY, {
         "sources": [str(s) for s in sources], "clips": outcome.clips, "kept": outcome.kept,
         "dropped": outcome.clips - outcome.kept, "dropped_by": outcome.dropped_by, "unreadable": unreadable,

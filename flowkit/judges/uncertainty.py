@@ -61,6 +61,18 @@ class Interval:
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)
 
+    @classmethod
+    def from_json(cls, data: Any) -> Interval | None:
+        """The interval `to_dict` wrote, or None when ``data`` is not one (a damaged file):
+        ``mean``, ``low``, ``high`` and ``confidence`` real numbers, ``utterances`` and
+        ``seeds`` integers (a bool is neither), and no other key."""
+        if not isinstance(data, dict) or set(data) != {f.name for f in attrs.fields(cls)}:
+            return None
+        reals, counts = ("mean", "low", "high", "confidence"), ("utterances", "seeds")
+        if not all(_real(data[k]) for k in reals + counts) or not all(isinstance(data[k], int) for k in counts):
+            return None
+        return cls(**{k: float(data[k]) for k in reals}, **{k: data[k] for k in counts})
+
     def text(self, digits: int = 3) -> str:
         """``"0.274 [0.251, 0.299]"``."""
         return f"{self.mean:.{digits}f} [{self.low:.{digits}f}, {self.high:.{digits}f}]"
@@ -102,8 +114,14 @@ class SeedTable:
             return None
 
 
-def _cells(numerator: Any, denominator: Any | None, where: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(numerator, denominator)`` as float64 ``[u s]`` with the NaN cells zero in both."""
+def _real(x: Any) -> bool:
+    """Whether ``x`` is an int or a float (a bool is not)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _cells(numerator: Any, denominator: Any | None, where: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(numerator, denominator, scored)`` as ``[u s]``: ``scored`` marks the cells finite in
+    both tables; the others are zero in both float64 tables."""
     num = np.asarray(numerator, dtype=np.float64)
     if num.ndim != 2 or num.size == 0:
         raise ConfigError(f"{where}: a table of shape {num.shape}; give [utterances seeds] with at least one cell")
@@ -111,7 +129,7 @@ def _cells(numerator: Any, denominator: Any | None, where: str) -> tuple[np.ndar
     if den.shape != num.shape:
         raise ConfigError(f"{where}: numerator {num.shape} and denominator {den.shape} differ in shape")
     valid = np.isfinite(num) & np.isfinite(den)
-    return np.where(valid, num, 0.0), np.where(valid, den, 0.0)
+    return np.where(valid, num, 0.0), np.where(valid, den, 0.0), valid
 
 
 def _check(where: str, confidence: float, resamples: int) -> None:
@@ -162,7 +180,7 @@ def bootstrap(numerator: Any, denominator: Any | None = None, *, confidence: flo
         ConfigError: the table is empty or not 2-D, the two tables differ in shape,
             ``confidence`` is outside (0, 1), or ``resamples`` < 1.
     """
-    num, den = _cells(numerator, denominator, "bootstrap")
+    num, den, _ = _cells(numerator, denominator, "bootstrap")
     _check("bootstrap", confidence, resamples)
     u, s = num.shape
     rng = np.random.default_rng(seed)
@@ -184,11 +202,15 @@ def paired_difference(a_num: Any, a_den: Any | None, b_num: Any, b_den: Any | No
     figure is a mean); row i of both is the same utterance. Each of ``resamples`` draws picks
     the rows once for both tables; with ``same_seeds`` (column k is the same noise seed in
     both, so s_a = s_b) the columns once for both, else each table's columns on their own.
-    NaN cells are left out of the sums. ``mean`` is B - A on the whole tables (0 for equal
-    tables); ``utterances`` is u; ``seeds`` s_a with ``same_seeds``, else the fewer of s_a and
-    s_b. The difference is larger than the noise when ``low > 0`` or ``high < 0``. The random
-    stream is fixed by ``seed``; with ``same_seeds`` eval A's resamples are `bootstrap`'s of
-    the same ``seed``.
+    Only cells both evals scored are compared: with ``same_seeds`` a cell NaN in either table
+    is left out of both (of each side's numerator and denominator sums); else an utterance
+    (row) with no scored cell in one table is left out of both. A cell scored in one eval
+    only would move that eval's figure alone, a difference the evals do not make.
+    ``mean`` is B - A on the cells compared (0 for equal tables, NaN when a side's
+    denominator sums to 0, e.g. no cell compared); ``utterances`` is u; ``seeds`` s_a with
+    ``same_seeds``, else the fewer of s_a and s_b. The difference is larger than the noise
+    when ``low > 0`` or ``high < 0``. The random stream is fixed by ``seed``; with
+    ``same_seeds`` eval A's resamples are `bootstrap`'s of the same ``seed``.
 
     Raises:
         ConfigError: a table is empty or not 2-D, a numerator and its denominator differ in
@@ -196,8 +218,8 @@ def paired_difference(a_num: Any, a_den: Any | None, b_num: Any, b_den: Any | No
             ``same_seeds`` in their number of seeds (columns); ``confidence`` is outside
             (0, 1), or ``resamples`` < 1.
     """
-    an, ad = _cells(a_num, a_den, "paired_difference: eval A")
-    bn, bd = _cells(b_num, b_den, "paired_difference: eval B")
+    an, ad, a_ok = _cells(a_num, a_den, "paired_difference: eval A")
+    bn, bd, b_ok = _cells(b_num, b_den, "paired_difference: eval B")
     (u, sa), (ub, sb) = an.shape, bn.shape
     if u != ub:
         raise ConfigError(f"paired_difference: eval A has {u} utterances and eval B {ub}; the paired test needs "
@@ -206,6 +228,8 @@ def paired_difference(a_num: Any, a_den: Any | None, b_num: Any, b_den: Any | No
         raise ConfigError(f"paired_difference: same_seeds with {sa} seeds in eval A and {sb} in eval B; "
                           "give same_seeds=False for evals of different seed lists")
     _check("paired_difference", confidence, resamples)
+    keep = a_ok & b_ok if same_seeds else (a_ok.any(axis=1) & b_ok.any(axis=1))[:, None]
+    an, ad, bn, bd = (np.where(keep, x, 0.0) for x in (an, ad, bn, bd))
     rng = np.random.default_rng(seed)
     rows = _counts(rng.integers(0, u, size=(resamples, u)), u)
     cols_a = _counts(rng.integers(0, sa, size=(resamples, sa)), sa)
@@ -240,13 +264,6 @@ def table(records_by_seed: Sequence[Sequence[dict[str, Any]]], key: str,
     return v * w, w, utts
 
 
-def _interval(figure: Any) -> Interval | None:
-    try:
-        return Interval(**figure)
-    except TypeError:
-        return None
-
-
 def _paired(ta: SeedTable | None, tb: SeedTable | None, *, confidence: float, resamples: int,
             seed: int) -> tuple[Interval, int] | None:
     """`paired_difference` over the utterances both tables hold (in A's order) and how many
@@ -273,45 +290,56 @@ def _paired(ta: SeedTable | None, tb: SeedTable | None, *, confidence: float, re
     return interval, len(keep_a)
 
 
-def compare(a: dict[str, Any], b: dict[str, Any], *, confidence: float = 0.95, resamples: int = RESAMPLES,
+def compare(a: Any, b: Any, *, confidence: float = 0.95, resamples: int = RESAMPLES,
             seed: int = 0) -> list[dict[str, Any]]:
     """Per figure of the generated audio in both ``seeds.json`` contents ``a`` and ``b``
     (`flowkit.evaluation.seeds`), in ``a``'s order, a dict of:
 
     - ``figure``: its name; ``a``, ``b``: the two evals' `Interval`; ``difference``:
       ``b.mean - a.mean``;
-    - ``rule`` ``"paired"`` where both files hold the figure's table (``"tables"``) and share
-      utterances: ``paired`` is the `paired_difference` B - A over the utterances both hold
-      (matched by id, in ``a``'s order; ``shared`` says how many), seeds drawn jointly where
-      both seed lists are equal; ``differs``: ``paired`` excludes 0;
-    - ``rule`` ``"overlap"`` otherwise (a file without tables, none shared, a damaged table):
-      ``paired`` and ``shared`` None; ``differs``: the two intervals do not overlap
-      (`differs`);
+    - ``rule`` ``"paired"`` where both files hold the figure's table (``"tables"``), share
+      utterances and the paired interval is finite: ``paired`` is the `paired_difference`
+      B - A over the utterances both hold (matched by id, in ``a``'s order; ``shared`` says
+      how many), seeds drawn jointly where both seed lists are equal; ``differs``: ``paired``
+      excludes 0;
+    - ``rule`` ``"overlap"`` otherwise (a file without tables, none shared, a damaged table,
+      no cell scored in both) where both intervals' bounds are finite: ``paired`` and
+      ``shared`` None; ``differs``: the two intervals do not overlap (`differs`);
+    - ``rule`` ``"none"`` where neither test is computable: ``paired`` and ``shared`` None,
+      ``differs`` False;
     - ``same_protocol``: test list SHA-256, NFE, CFG and judges are equal (otherwise the
       figures measure different things).
 
-    A figure entry that is not an interval is left out. The intervals come from the files;
-    only ``paired`` is drawn here, with ``confidence``, ``resamples`` and ``seed``.
+    A figure entry that is not an interval (`Interval.from_json`) is left out; a block
+    (``"protocol"``, ``"figures"``, ``"tables"`` or its ``"generated"``) that is not a dict
+    counts as absent, and ``a`` or ``b`` not a dict gives []. The intervals come from the
+    files; only ``paired`` is drawn here, with ``confidence``, ``resamples`` and ``seed``.
     """
-    pa, pb = a.get("protocol") or {}, b.get("protocol") or {}
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return []
+
+    def block(data: dict[str, Any], *keys: str) -> dict[str, Any]:
+        for key in keys:
+            data = data.get(key) if isinstance(data, dict) else None
+        return data if isinstance(data, dict) else {}
+
+    pa, pb = block(a, "protocol"), block(b, "protocol")
     same = all(pa.get(k) == pb.get(k) for k in PROTOCOL_KEYS)
-
-    def generated(data: dict[str, Any], key: str) -> dict[str, Any]:
-        block = (data.get(key) or {}).get("generated")
-        return block if isinstance(block, dict) else {}
-
-    tables_a, tables_b = generated(a, "tables"), generated(b, "tables")
+    tables_a, tables_b = block(a, "tables", "generated"), block(b, "tables", "generated")
     rows = []
-    for name, fa in generated(a, "figures").items():
-        ia, ib = _interval(fa), _interval(generated(b, "figures").get(name))
+    for name, fa in block(a, "figures", "generated").items():
+        ia, ib = Interval.from_json(fa), Interval.from_json(block(b, "figures", "generated").get(name))
         if ia is None or ib is None:
             continue
         pair = _paired(SeedTable.from_json(tables_a.get(name)), SeedTable.from_json(tables_b.get(name)),
                        confidence=confidence, resamples=resamples, seed=seed)
-        row = {"figure": name, "a": ia, "b": ib, "difference": ib.mean - ia.mean, "same_protocol": same}
-        if pair is None:
-            row.update(rule="overlap", paired=None, shared=None, differs=differs(ia, ib))
-        else:
+        row = {"figure": name, "a": ia, "b": ib, "difference": ib.mean - ia.mean, "same_protocol": same,
+               "paired": None, "shared": None}
+        if pair is not None and all(math.isfinite(x) for x in (pair[0].mean, pair[0].low, pair[0].high)):
             row.update(rule="paired", paired=pair[0], shared=pair[1], differs=bool(pair[0].low > 0 or pair[0].high < 0))
+        elif all(math.isfinite(x) for x in (ia.low, ia.high, ib.low, ib.high)):
+            row.update(rule="overlap", differs=differs(ia, ib))
+        else:
+            row.update(rule="none", differs=False)
         rows.append(row)
     return rows

@@ -94,7 +94,7 @@ def test_a_killed_curation_run_again_gives_the_same_list(tmp_path, demo_clips, i
     kept = 5
     (cut / "measures.jsonl").write_text("".join(lines[:kept]) + '{"segment_id": "allison_en_digits')
     outcome = curate([src], cut, settings=_with_neighbours(), progress=False)
-    assert outcome.measured_now == 40 - kept
+    assert outcome.measured_now == 40  # the torn chunk again whole (beside the same neighbours), then the rest
     for name in ("keep.lst", "decisions.jsonl", "decisions.csv"):
         assert (cut / name).read_text() == (whole / name).read_text(), name
 
@@ -150,3 +150,74 @@ def test_the_curate_command(tmp_path, demo_clips) -> None:
     bad = CliRunner().invoke(app, ["curate", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")])
     assert bad.exit_code == 3, bad.output
     assert "not an input flowkit can read" in bad.output
+
+
+def test_a_corrected_transcript_is_measured_again(tmp_path, demo_clips) -> None:
+    src = _source(tmp_path, demo_clips, n=20)
+    out = tmp_path / "cur"
+    curate([src], out, settings=_settings(), progress=False)
+    lines = (src / "metadata.csv").read_text(encoding="utf-8").splitlines()
+    wrong = lines[2].split("|")[0]
+    assert wrong not in (out / "keep.lst").read_text().split()
+    # the user mends the transcript (the text the clip says) and runs the same command again
+    right = (demo_clips / "metadata.csv").read_text(encoding="utf-8").splitlines()[2]
+    (src / "metadata.csv").write_text("\n".join([*lines[:2], right, *lines[3:]]) + "\n", encoding="utf-8")
+    outcome = curate([src], out, settings=_settings(), progress=False)
+    assert outcome.measured_now == 16  # the mended clip's chunk, heard beside the same neighbours
+    assert wrong in (out / "keep.lst").read_text().split()
+    fresh = tmp_path / "fresh"
+    curate([src], fresh, settings=_settings(), progress=False)
+    assert (out / "keep.lst").read_text() == (fresh / "keep.lst").read_text()
+
+
+class Packed:
+    """A criterion that keeps a value per clip and calls values over ``floor`` stale, as
+    transcript_cer calls a packed hearing over a lowered floor."""
+
+    def __init__(self, floor: float) -> None:
+        self.floor, self.taken = floor, 0
+
+    def measure_many(self, clips) -> list[dict]:
+        self.taken += len(clips)
+        return [{"value": 0.5 if i == 1 else 0.1, "heard": "packed" if self.floor > 0.4 else "alone"}
+                for i in range(len(clips))]
+
+    def measure(self, clip) -> dict:  # pragma: no cover - measure_many is used
+        raise AssertionError("measured alone")
+
+    def stale(self, measure) -> bool:
+        return measure["heard"] == "packed" and measure["value"] > self.floor
+
+    def decide(self, clips, measures) -> Decision:
+        return Decision("packed", "value", [m["value"] for m in measures], [None] * len(measures), [])
+
+    def describe(self) -> dict:
+        return {"name": "packed", "judge": None}
+
+
+def test_a_measure_that_the_present_settings_call_stale_is_taken_again(tmp_path, demo_clips) -> None:
+    src = _source(tmp_path, demo_clips, n=20)
+    out = tmp_path / "cur"
+    first = Packed(floor=0.6)
+    curate([src], out, settings=Curation(criteria=[first], workers=1, examples=0), progress=False)
+    assert first.taken == 20
+    same = Packed(floor=0.6)  # the same floor: every measure stands
+    assert curate([src], out, settings=Curation(criteria=[same], workers=1, examples=0),
+                  progress=False).measured_now == 0 and same.taken == 0
+    lowered = Packed(floor=0.3)  # two chunks each hold a clip at 0.5 > 0.3: both measured again
+    curate([src], out, settings=Curation(criteria=[lowered], workers=1, examples=0), progress=False)
+    assert lowered.taken == 20
+    records = [json.loads(x) for x in (out / "measures.jsonl").read_text().splitlines()]
+    assert {r["measures"]["Packed"]["heard"] for r in records[-20:]} == {"alone"}
+
+
+def test_measures_of_another_judge_are_refused_naming_what_differs(tmp_path, demo_clips) -> None:
+    from flowkit.errors import ResumeError
+
+    src = _source(tmp_path, demo_clips, n=4)
+    one, other = Neighbours(), Neighbours()
+    one.describe = lambda: {"name": "neighbours", "judge": {"model": "tiny.en", "pack_gap_s": 1.0}}
+    other.describe = lambda: {"name": "neighbours", "judge": {"model": "tiny.en", "pack_gap_s": None}}
+    curate([src], tmp_path / "cur", settings=Curation(criteria=[one], workers=1, examples=0), progress=False)
+    with pytest.raises(ResumeError, match=r"another judge \(pack_gap_s 1.0 -> None\); give another --out"):
+        curate([src], tmp_path / "cur", settings=Curation(criteria=[other], workers=1, examples=0), progress=False)

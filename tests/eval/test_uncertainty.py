@@ -329,3 +329,98 @@ def test_the_report_pairs_two_runs_evals_that_hold_their_tables(tmp_path: Path) 
     # the intervals of the two figures overlap; the paired interval of the difference does not hold 0
     assert row[0] == "WER" and row[3] == "+0.010 [+0.010, +0.010]"
     assert row[4] == "yes (paired: the difference's interval excludes 0)"
+
+
+def _hard_six() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(edits, words)`` of A over 40 utterances x 3 seeds with 6 hard utterances, and B's: A's
+    cells with the hard utterances not scored (null) under every seed."""
+    rng = np.random.default_rng(0)
+    words = rng.integers(3, 12, size=(40, 1)).repeat(3, axis=1).astype(float)
+    edits = np.floor(words * rng.uniform(0.0, 0.2, size=(40, 3)))
+    edits[:6] = np.floor(words[:6] * 0.8)
+    b, b_words = edits.copy(), words.copy()
+    b[:6], b_words[:6] = np.nan, np.nan
+    return edits, words, b, b_words
+
+
+def test_cells_scored_by_one_eval_only_are_left_out_of_both() -> None:
+    edits, words, b, b_words = _hard_six()
+    # each side's own rate: B's leaves out the hard utterances, so it looks better
+    assert bootstrap(b, b_words).mean < bootstrap(edits, words).mean - 0.05
+    got = paired_difference(edits, words, b, b_words, same_seeds=True)
+    assert abs(got.mean) < 1e-12 and abs(got.low) < 1e-12 and abs(got.high) < 1e-12
+    some = b.copy()
+    some[6:9, 1] = np.nan  # one seed's cell of three more utterances: left out of A's sums too
+    got = paired_difference(edits, words, some, words, same_seeds=True)
+    assert (got.mean, got.low, got.high) == (0.0, 0.0, 0.0)
+    apart = paired_difference(edits, words, b, b_words, same_seeds=False)  # the rows B lacks: out of A's
+    assert abs(apart.mean) < 1e-12 and apart.low < 0 < apart.high
+    utts = [f"u{i}" for i in range(40)]
+    (row,) = compare(_seeds_dict(edits, words, utts, [0, 1, 2]), _seeds_dict(b, b_words, utts, [0, 1, 2]))
+    assert row["rule"] == "paired" and not row["differs"] and abs(row["paired"].mean) < 1e-12
+
+
+def test_an_uncomputable_paired_difference_falls_back_and_is_not_called_holds_0(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from flowkit.report.document import Table
+    from flowkit.report.evals import seed_comparison_blocks
+
+    utts = [f"u{i}" for i in range(6)]
+    only = [np.where(np.arange(2) == k, PAIR_A, np.nan) for k in (0, 1)]  # A scores seed 0 only, B seed 1 only
+    a, b = (_seeds_dict(x, PAIR_WORDS, utts, [0, 1]) for x in only)
+    (row,) = compare(a, b)  # no cell scored in both: the paired interval is NaN
+    assert row["rule"] == "overlap" and row["paired"] is None and row["differs"] == differs(row["a"], row["b"])
+    empty = _seeds_dict(np.full((6, 2), np.nan), PAIR_WORDS, utts, [0, 1])  # no cell scored: NaN intervals
+    (row,) = compare(empty, empty)
+    assert (row["rule"], row["differs"], row["paired"]) == ("none", False, None)
+    for name in "ab":
+        folder = tmp_path / name / "evals" / "test"
+        folder.mkdir(parents=True)
+        (folder / "seeds.json").write_text(json.dumps(empty))
+    runs = [SimpleNamespace(path=tmp_path / n, label=n) for n in "ab"]
+    (row,) = next(x for x in seed_comparison_blocks(runs) if isinstance(x, Table)).rows
+    assert row[3] == "-" and row[4] == "no (not computable)"
+
+
+DAMAGE = [("tables", [1]), ("tables", "x"), ("protocol", None), ("protocol", []),
+          ("figures.generated.wer.mean", None), ("figures.generated.wer.mean", True),
+          ("figures.generated.wer.low", "0.1"), ("protocol.testset_sha256", ["ab"]), ("protocol.seeds", None),
+          ("protocol.judges", "asr"), ("figures.generated", []), ("figures", "x")]
+
+
+@pytest.mark.parametrize(("where", "value"), DAMAGE)
+def test_a_damaged_seeds_json_is_left_out_with_a_note(tmp_path: Path, where: str, value: object) -> None:
+    from types import SimpleNamespace
+
+    from flowkit.report.document import Note
+    from flowkit.report.evals import eval_blocks, seed_comparison_blocks
+
+    utts = [f"u{i}" for i in range(6)]
+    good = _seeds_dict(PAIR_A, PAIR_WORDS, utts, [0, 1])
+    good["figures"]["generated"]["sim"] = {**good["figures"]["generated"]["wer"], "mean": 0.8, "low": 0.7, "high": 0.9}
+    bad = json.loads(json.dumps(good))
+    *parents, last = where.split(".")
+    node = bad
+    for key in parents:
+        node = node[key]
+    node[last] = value
+    for name, data in (("a", good), ("b", bad)):
+        folder = tmp_path / name / "evals" / "test"
+        folder.mkdir(parents=True)
+        (folder / "seeds.json").write_text(json.dumps(data))
+    a, b = (SimpleNamespace(path=tmp_path / n, label=n) for n in "ab")
+    compare(good, bad), compare(bad, good), compare(bad, bad)  # no exception
+    own, both = eval_blocks(b), seed_comparison_blocks([a, b])
+    assert seed_comparison_blocks([b, a]) is not None and eval_blocks(a)
+    notes = [x.text for x in own + both if isinstance(x, Note)]
+    if where.startswith("figures"):  # the file or its figure is left out, and said so, in both sections
+        said = [x for x in notes if x.startswith(str(tmp_path / "b" / "evals" / "test" / "seeds.json"))]
+        assert len(said) == 2 and all(x.endswith("left out") for x in said)
+    if where.startswith("figures.generated.wer"):
+        assert "figure wer is not an interval" in said[0] and own[0].rows[0][4] == "-"
+
+
+def test_compare_takes_what_is_not_a_seeds_json_as_empty() -> None:
+    a = _seeds_dict(PAIR_A, PAIR_WORDS, [f"u{i}" for i in range(6)], [0, 1])
+    assert compare(a, None) == [] and compare([], a) == [] and compare("x", 3) == []

@@ -100,11 +100,11 @@ class TranscriptCER:
         """`measure` of each of ``clips``; with ``pack_gap_s`` set, the clips of one language
         and sample rate go to the recogniser's ``transcribe_windows`` together, in their
         order, each window's words are split among its clips by their transcripts
-        (`flowkit.judges.packing.split_by_text`), and a clip whose packed hearing scores a CER
-        above ``floor`` is heard again alone (its measure then keeps the packed words as
-        ``"packed"``): a neighbour can colour what the recogniser hears, and only a CER above
-        ``floor`` can drop a clip, so every clip this criterion drops was judged as `measure`
-        judges it."""
+        (`flowkit.judges.packing.split_by_text`; the measure says ``"heard": "packed"``), and
+        a clip whose packed hearing scores a CER above ``floor`` is heard again alone (its
+        measure then keeps the packed words as ``"packed"``; `stale`): a neighbour can colour
+        what the recogniser hears, and only a CER above ``floor`` can drop a clip, so every
+        clip this criterion drops was judged as `measure` judges it."""
         from flowkit.judges.packing import split_by_text
 
         out: list[dict[str, Any]] = [{} for _ in clips]
@@ -123,12 +123,19 @@ class TranscriptCER:
                 members = [index[j] for j in window]
                 split = split_by_text(words, [clips[i].info.text for i in members], language)
                 for i, hypothesis in zip(members, split, strict=True):
-                    scored = _scored(clips[i], hypothesis)
-                    if scored["cer"] is not None and scored["cer"] > self.floor:
+                    scored = {**_scored(clips[i], hypothesis), "heard": "packed"}
+                    if self.stale(scored):
                         # a neighbour can colour the hearing: what may be dropped is heard alone
                         scored = {**self.measure(clips[i]), "packed": hypothesis}
                     out[i] = scored
         return out
+
+    def stale(self, measure: Mapping[str, Any]) -> bool:
+        """Whether a measure must be taken again: a packed hearing (``"heard": "packed"``)
+        whose CER is over ``floor`` (as when the floor was lowered after it was measured),
+        since only a clip heard alone may be dropped."""
+        cer = measure.get("cer")
+        return measure.get("heard") == "packed" and cer is not None and cer > self.floor
 
     def decide(self, clips: Sequence[Any], measures: Sequence[Mapping[str, Any]]) -> Decision:
         from flowkit.curation.criteria.rate import spoken_characters
