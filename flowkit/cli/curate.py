@@ -53,4 +53,9 @@ def curate(
                       markup=False, highlight=False)
     for note in outcome.notes:
         console.print(note, markup=False, highlight=False, soft_wrap=True)
+    if outcome.rejected_lines:
+        n = outcome.rejected_lines
+        console.print(f"{n} {'line' if n == 1 else 'lines'} of the source not a clip (no text, an id given twice, "
+                      f"...): neither kept nor judged; the reasons in {out}/curation.json (rejected_lines)",
+                      markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out}/keep.lst, decisions.jsonl, decisions.csv, curation.html", markup=False, highlight=False)

@@ -147,6 +147,13 @@ def test_the_curate_command(tmp_path, demo_clips) -> None:
     assert "curate: 20 clips" in result.output and "speaking_rate" in result.output
     wrong = (src / "metadata.csv").read_text().splitlines()[2].split("|")[0]
     assert wrong not in (tmp_path / "cur" / "keep.lst").read_text().split()
+    assert "of the source not a clip" not in result.output
+    with (src / "metadata.csv").open("a", encoding="utf-8") as f:
+        f.write("no_text_line||allison|en\n")
+    again = CliRunner().invoke(app, ["curate", str(src), "--out", str(tmp_path / "cur"), "--quiet",
+                                     "-b", f"Curation.criteria = [{criteria}]", "-b", "Curation.workers = 1"])
+    assert again.exit_code == 0, again.output
+    assert "1 line of the source not a clip" in again.output and "rejected_lines" in again.output
     bad = CliRunner().invoke(app, ["curate", str(tmp_path / "nowhere"), "--out", str(tmp_path / "x")])
     assert bad.exit_code == 3, bad.output
     assert "not an input flowkit can read" in bad.output
