@@ -227,8 +227,8 @@ def measure_clips(items: Sequence[Item], criteria: dict[str, Any], out: Path, *,
     for chunk in chunks(items):
         missing: set[str] = set()
         for item in chunk:
-            record = done.get(item.segment_id)
-            if record is None or record.get("clip", fingerprint(item)) != fingerprint(item):
+            record, clip = done.get(item.segment_id), fingerprint(item)
+            if record is None or record.get("clip", clip) != clip:
                 missing.update(names)
             elif "error" not in record:
                 measures = record.get("measures", {})
