@@ -3,12 +3,12 @@
 The loop, top to bottom: load the model (`flowkit.synth.inference.load_inference_model`:
 the run's schedule, solver with its sway, vocoder), read the test list
 (`flowkit.evaluation.testset`: bad lines become ``rejections.jsonl``), build the judges
-(`flowkit.evaluation.judges`), skip what ``results.jsonl`` already holds
+(`flowkit.judges.panel`), skip what ``results.jsonl`` already holds
 (`flowkit.evaluation.folder`: resume), then per batch (`flowkit.evaluation.synthesis`):
 encode each prompt, build the conditions (`flowkit.synth.sample.inference_conditions`:
 the target length from the duration head on the aligned path, else the prompt's frames
 per character, as F5-TTS estimates it), integrate the flow from each utterance's own
-noise, vocode, write the WAV atomically, judge it (`flowkit.evaluation.scores`) and append
+noise, vocode, write the WAV atomically, judge it (`flowkit.judges.panel.clip_scores`) and append
 its line to ``results.jsonl``. At the end: totals (`totals`), ``summary.json``, ``eval.md``
 and ``eval.html`` (`flowkit.evaluation.render`).
 """
@@ -38,12 +38,12 @@ from flowkit.evaluation.folder import (
     recorded_kernels,
     result_record,
 )
-from flowkit.evaluation.judges import Judges, build_judges
-from flowkit.evaluation.scores import judge_clip, totals
+from flowkit.evaluation.scores import totals
 from flowkit.evaluation.settings import EvalSettings
 from flowkit.evaluation.synthesis import Synthesiser, batches, check_texts
 from flowkit.evaluation.testset import TestSet, read_testset
 from flowkit.io import file_sha256
+from flowkit.judges.panel import Judges, build_judges, clip_scores
 
 __all__ = ["EvalOutcome", "evaluate"]
 
@@ -195,7 +195,7 @@ def _evaluate(
         "ceilings": settings.ceilings, "vocoder": im.audio_label,
     }
     check_identity(out, identity, record=False)  # before the judges load (seconds): fail fast
-    judges = judges if judges is not None else build_judges(asr, language=language)
+    judges = judges if judges is not None else build_judges(asr, language=language, quality_threads=0)
     identity["judges"] = judges.describe()
     # the linear and grouped-conv kernels of the forward passes: measured on a fresh start, the recorded one when
     # continuing (the remaining utterances are then the bits an unbroken eval makes)
@@ -240,7 +240,7 @@ def _evaluate(
                     audio_path = out / WAVS / f"{item.utt}.wav"
                     atomic_write_bytes(audio_path, wav_bytes(audio, sr))
                     target = _read_audio(item.target_wav) if item.target_wav is not None else None
-                    scores = judge_clip(judges, audio, sr, item, prompt, target)
+                    scores = clip_scores(judges, audio, sr, item.text, item.language, prompt, target)
                     target_s = None if target is None else target[0].shape[0] / target[1]
                     if target_s is not None and settings.ceilings and target_s > LONG_RECORDING_SECONDS:
                         console.print(f"{item.utt}: judging its {target_s:.0f} s target recording "
@@ -250,9 +250,9 @@ def _evaluate(
                         scores["target_seconds"] = round(target[0].shape[0] / target[1], 4)
                         scores["duration_ratio"] = (audio.shape[0] / sr) / max(scores["target_seconds"], 1e-9)
                         if settings.ceilings:
-                            scores["truth"] = judge_clip(judges, target[0], target[1], item, prompt, None)
-                            scores["vocoded"] = judge_clip(judges, *synth.vocode_recording(*target), item, prompt,
-                                                           target)
+                            scores["truth"] = clip_scores(judges, *target, item.text, item.language, prompt, None)
+                            scores["vocoded"] = clip_scores(judges, *synth.vocode_recording(*target), item.text,
+                                                            item.language, prompt, target)
                     record = result_record(item, out, audio_path, (audio, sr), int(latents.shape[0]), scores,
                                            derive_seed(settings.seed, f"eval:{item.utt}"))
                     _append(results_path, record)

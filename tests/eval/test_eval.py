@@ -25,10 +25,10 @@ from typer.testing import CliRunner
 
 from flowkit.cli.app import app
 from flowkit.evaluation.folder import read_results
-from flowkit.evaluation.judges import Judges, build_judges
 from flowkit.evaluation.run import evaluate
 from flowkit.evaluation.settings import EvalSettings
 from flowkit.evaluation.testset import read_testset
+from flowkit.judges.panel import Judges, build_judges
 
 REPO = Path(__file__).resolve().parents[2]
 CLIPS = REPO / "flowkit" / "demo" / "clips" / "wavs"

@@ -229,9 +229,9 @@ class _Quality:
 def test_seeds_end_to_end_and_the_comparison(tmp_path: Path) -> None:
     from tiny_checkpoint import LOG_MEL_80, save_tiny_checkpoint
 
-    from flowkit.evaluation.judges import Judges
     from flowkit.evaluation.seeds import SEEDS_FILE, evaluate_seeds
     from flowkit.evaluation.settings import EvalSettings
+    from flowkit.judges.panel import Judges
 
     clips = Path(__file__).resolve().parents[2] / "flowkit" / "demo" / "clips" / "wavs"
     lines = [("u1", "allison_en_conf-muted", "You are now muted.", "Call forwarding."),

@@ -5,8 +5,6 @@ record names the judge and the error rate that stands for its language."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import numpy as np
 import pytest
 
@@ -56,8 +54,7 @@ def test_it_hears_real_clips_in_their_language(base_whisper, corpus_dir) -> None
 
 
 def test_the_headline_rate_and_the_judge_are_in_every_record() -> None:
-    from flowkit.evaluation.judges import Judges
-    from flowkit.evaluation.scores import judge_clip
+    from flowkit.judges.panel import Judges, clip_scores
 
     assert headline_metric("zh") == "cer" and headline_metric("ja-JP") == "cer"
     assert headline_metric("es") == "wer" and headline_metric("") == "wer"
@@ -71,7 +68,7 @@ def test_the_headline_rate_and_the_judge_are_in_every_record() -> None:
 
     judges = Judges(asr=Heard())
     silence = (np.zeros(160, np.float32), 16000)
-    record = judge_clip(judges, *silence, SimpleNamespace(text="你好", language="zh"), silence, None)
+    record = clip_scores(judges, *silence, "你好", "zh", silence, None)
     assert record["asr"] == "asr.fake m1" and record["error_metric"] == "cer"
-    record = judge_clip(judges, *silence, SimpleNamespace(text="hola", language="es"), silence, None)
+    record = clip_scores(judges, *silence, "hola", "es", silence, None)
     assert record["error_metric"] == "wer" and record["wer"] == 0.0

@@ -88,7 +88,7 @@ def test_threads_zero_takes_the_cores_at_most_four_and_scores_as_one_thread(judg
     rounding (1e-5 MOS: the windows' convolutions sum in another order, 8e-8 measured)."""
     import os
 
-    from flowkit.evaluation.judges import build_judges
+    from flowkit.judges.panel import build_judges
     from flowkit.judges.quality import DNSMOS
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
@@ -100,4 +100,5 @@ def test_threads_zero_takes_the_cores_at_most_four_and_scores_as_one_thread(judg
     assert all(abs(one[k] - more[k]) < 1e-5 for k in one), (one, more)
     with pytest.raises(ConfigError, match="threads = -1"):
         DNSMOS(threads=-1).resolved_threads()
-    assert build_judges(asr="pocketsphinx", speaker=False).quality.threads == 0
+    assert build_judges(asr="pocketsphinx", speaker=False, quality_threads=0).quality.threads == 0
+    assert build_judges(asr="pocketsphinx", speaker=False).quality.threads == 1  # training's default

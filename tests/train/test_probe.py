@@ -215,9 +215,10 @@ def test_probe_judges_default_and_turn_off(monkeypatch) -> None:
     assert fallback.asr.describe()["name"] == "asr.pocketsphinx"
     assert fallback.speaker is None and fallback.quality is None
     assert fallback.notes == (
-        "judging with asr.pocketsphinx (asr.whisper needs the faster-whisper package: pip install 'flowkit[eval]')",
-        "no probe_sim: speaker.resemblyzer needs resemblyzer: pip install 'flowkit[eval]'",
-        "no probe_dnsmos: quality.dnsmos needs speechmos: pip install 'flowkit[eval]'",
+        "asr: asr.pocketsphinx, not Whisper (asr.whisper needs the faster-whisper package: "
+        "pip install 'flowkit[eval]')",
+        "no SIM: speaker.resemblyzer needs resemblyzer: pip install 'flowkit[eval]'",
+        "no DNSMOS: quality.dnsmos needs speechmos: pip install 'flowkit[eval]'",
     )
     with pytest.raises(ConfigError, match="Probe.speaker = 'x' is not a speaker judge"):
         ProbeSettings(speaker="x")

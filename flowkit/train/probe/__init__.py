@@ -10,10 +10,10 @@ its sentences) in a ``kind: "probe"`` record of ``metrics.jsonl``. The same reco
 ``probe_text_gain``: the flow loss on the probe sentences without their text minus with
 it (fixed t and noise, EMA weights): above zero when the model uses the text.
 
-The judges are plugins, named in every record (``judges``: name, model and package
-version of each): the recogniser is ``Probe.asr`` (default:
-`flowkit.judges.choice.default_recognizer`, Whisper when ``flowkit[eval]`` is installed,
-pocketsphinx otherwise); ``Probe.speaker`` (default ``speaker.resemblyzer``) gives
+The judges are the panel ``flowkit eval`` scores with (`flowkit.judges.panel`), named in
+every record (``judges``: name, model and package version of each): the recogniser is
+``Probe.asr`` (default: `flowkit.judges.choice.default_recognizer`, Whisper when
+``flowkit[eval]`` is installed, pocketsphinx otherwise); ``Probe.speaker`` (default ``speaker.resemblyzer``) gives
 ``probe_sim``, the cosine similarity of the generated speech to its prompt's recording
 (F5-TTS's SIM-o), and ``probe_sim_ref``, to the sentence's own recording; ``Probe.quality``
 (default ``quality.dnsmos``) gives ``probe_dnsmos`` (DNSMOS P.835 OVRL) with
@@ -53,7 +53,7 @@ from __future__ import annotations
 from flowkit.train.probe.outputs import write_probe_outputs
 from flowkit.train.probe.runner import ProbeRunner, isolated_global_rng
 from flowkit.train.probe.sentences import MAX_PROMPT_FRAMES, ProbeSentence, input_warnings
-from flowkit.train.probe.settings import AUTO, PROBE_SPLITS, ProbeSettings, describe_judge
+from flowkit.train.probe.settings import AUTO, PROBE_SPLITS, ProbeSettings
 
 __all__ = ["AUTO", "MAX_PROMPT_FRAMES", "PROBE_SPLITS", "ProbeRunner", "ProbeSentence", "ProbeSettings",
-           "describe_judge", "input_warnings", "isolated_global_rng", "write_probe_outputs"]
+           "input_warnings", "isolated_global_rng", "write_probe_outputs"]

@@ -1,12 +1,14 @@
-"""The probe's judges at work: WER/CER per language (``asr``), SIM (``speaker``), DNSMOS (``quality``).
+"""The probe's scores from the panel of judges: WER/CER per language, SIM and DNSMOS.
 
 Shape legend: n frames, d latent channels.
 
-WER and CER pool the edits of every clip of a language (``<prefix>_wer/<lang>``) and of
-all languages (``<prefix>_wer``). SIM is the cosine similarity of a clip's speaker
-embedding to its prompt's recording (F5-TTS's SIM-o; the prompt's latents through the
-vocoder where its recording is not found) and, as ``_sim_ref``, to the sentence's own
-recording. DNSMOS gives OVRL with SIG and BAK.
+The judges are `flowkit.judges.panel.Judges` (the panel ``flowkit eval`` scores with). WER
+and CER are its pooled rates (`flowkit.judges.panel.pooled_rates`) per language
+(``<prefix>_wer/<lang>``) and over all languages (``<prefix>_wer``). SIM is the cosine
+similarity of a clip's speaker embedding to its prompt's recording (F5-TTS's SIM-o; the
+prompt's latents through the vocoder where its recording is not found) and, as
+``_sim_ref``, to the sentence's own recording; each reference is embedded once. DNSMOS
+gives OVRL with SIG and BAK.
 """
 
 from __future__ import annotations
@@ -16,25 +18,26 @@ from typing import Any
 
 import numpy as np
 
+from flowkit.judges.panel import Judges
 from flowkit.train.probe.ceilings import Recordings
 
 __all__ = ["ProbeJudges"]
 
 
 class ProbeJudges:
-    """Scores audio of the probe sentences with the judges of ``settings`` (`ProbeSettings`).
+    """Scores audio of the probe sentences with the panel ``judges``.
 
     Args:
-        settings: the probe's settings (``asr``, ``speaker``, ``quality``).
+        judges: the panel (`ProbeSettings.judges`).
         sentences: the `ProbeSentence` s; prompts: their prompt latents ``[n d]`` (None: none).
         recordings: where the sentences' and prompts' recordings are found.
         vocoder, encoder: the run's vocoder and the store's encoder record (a prompt without
             a recording is vocoded from its latents).
     """
 
-    def __init__(self, settings: Any, sentences: Sequence[Any], prompts: Sequence[np.ndarray | None],
+    def __init__(self, judges: Judges, sentences: Sequence[Any], prompts: Sequence[np.ndarray | None],
                  recordings: Recordings, vocoder: Any, encoder: dict[str, Any]) -> None:
-        self.settings = settings
+        self.judges = judges
         self.sentences = list(sentences)
         self._prompts = list(prompts)
         self._recordings = recordings
@@ -43,27 +46,19 @@ class ProbeJudges:
         self._references: dict[tuple[str, int], np.ndarray | None] = {}
 
     def score(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str,
-              subset: Sequence[int] | None = None) -> tuple[dict[str, float], list[str]]:
+              subset: Sequence[int] | None = None) -> tuple[dict[str, float], list[str | None]]:
         """Transcribe ``audios`` (aligned with ``subset`` of the sentences) and score per language."""
-        from flowkit.judges.scoring import error_rates
+        from flowkit.judges.panel import pooled_rates
 
         index = list(range(len(self.sentences))) if subset is None else list(subset)
-        hyps = [self.settings.asr.transcribe(audio, sr, self.sentences[i].language)
-                for i, (audio, sr) in zip(index, audios, strict=True)]
+        said = [self.sentences[i] for i in index]
+        hyps = [self.judges.transcribe(audio, sr, s.language) for s, (audio, sr) in zip(said, audios, strict=True)]
+        rates = pooled_rates([s.text for s in said], hyps, [s.language for s in said])
         out: dict[str, float] = {}
-        langs = sorted({self.sentences[i].language for i in index})
-        edits_w = words = edits_c = chars = 0.0
-        for lang in langs:
-            pos = [k for k, i in enumerate(index) if self.sentences[i].language == lang]
-            rates = error_rates([self.sentences[index[k]].text for k in pos], [hyps[k] for k in pos], lang)
-            out[f"{prefix}_wer/{lang}"] = rates.wer
-            out[f"{prefix}_cer/{lang}"] = rates.cer
-            edits_w += rates.wer * rates.words
-            words += rates.words
-            edits_c += rates.cer * rates.chars
-            chars += rates.chars
-        out[f"{prefix}_wer"] = edits_w / max(words, 1.0)
-        out[f"{prefix}_cer"] = edits_c / max(chars, 1.0)
+        for lang, r in rates.languages.items():
+            out[f"{prefix}_wer/{lang}"], out[f"{prefix}_cer/{lang}"] = r.wer, r.cer
+        if rates.wer is not None:
+            out[f"{prefix}_wer"], out[f"{prefix}_cer"] = rates.wer, rates.cer
         return out, hyps
 
     def _reference(self, what: str, i: int) -> np.ndarray | None:
@@ -78,7 +73,7 @@ class ProbeJudges:
                 audio = self._recordings.get(s.prompt_id)
                 if audio is None and self._prompts[i] is not None:
                     audio = self._vocoder(self._prompts[i], self._encoder)
-            self._references[key] = None if audio is None else self.settings.speaker.embed(*audio)
+            self._references[key] = None if audio is None else self.judges.embed(*audio)
         return self._references[key]
 
     def judge(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str, index: Sequence[int],
@@ -95,25 +90,25 @@ class ProbeJudges:
         n = len(audios)
         sims: list[float | None] = [None] * n
         ovrl: list[float | None] = [None] * n
-        speaker, quality = self.settings.speaker, self.settings.quality
-        if speaker is not None:
-            refs = []
-            for k, ((audio, sr), i) in enumerate(zip(audios, index, strict=True)):
-                emb = speaker.embed(audio, sr)
-                prompt = self._reference("prompt", i)
-                if prompt is not None:
-                    sims[k] = cosine(emb, prompt)
-                ref = self._reference("ref", i) if with_ref else None
-                if ref is not None:
-                    refs.append(cosine(emb, ref))
-            judged = [v for v in sims if v is not None]
-            if judged:
-                out[f"{prefix}_sim"] = float(np.mean(judged))
-            if refs:
-                out[f"{prefix}_sim_ref"] = float(np.mean(refs))
-        if quality is not None and n:
-            scores = [quality.score(audio, sr) for audio, sr in audios[:rated]]
-            ovrl[:len(scores)] = [float(q["ovrl"]) for q in scores]
+        refs = []
+        for k, ((audio, sr), i) in enumerate(zip(audios, index, strict=True)):
+            emb = self.judges.embed(audio, sr)
+            if emb is None:
+                break
+            prompt = self._reference("prompt", i)
+            if prompt is not None:
+                sims[k] = cosine(emb, prompt)
+            ref = self._reference("ref", i) if with_ref else None
+            if ref is not None:
+                refs.append(cosine(emb, ref))
+        judged = [v for v in sims if v is not None]
+        if judged:
+            out[f"{prefix}_sim"] = float(np.mean(judged))
+        if refs:
+            out[f"{prefix}_sim_ref"] = float(np.mean(refs))
+        scores = [q for q in (self.judges.quality_scores(audio, sr) for audio, sr in audios[:rated]) if q]
+        if scores:
+            ovrl[:len(scores)] = [q["ovrl"] for q in scores]
             for key, name in (("ovrl", "dnsmos"), ("sig", "dnsmos_sig"), ("bak", "dnsmos_bak")):
                 out[f"{prefix}_{name}"] = float(np.mean([q[key] for q in scores]))
         return out, sims, ovrl

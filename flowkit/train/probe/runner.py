@@ -21,7 +21,7 @@ import numpy as np
 from flowkit.train.probe.ceilings import Recordings, ceiling_values
 from flowkit.train.probe.judging import ProbeJudges
 from flowkit.train.probe.sentences import input_warnings, select_sentences
-from flowkit.train.probe.settings import ProbeSettings, describe_judge
+from flowkit.train.probe.settings import ProbeSettings
 
 __all__ = ["ProbeRunner", "isolated_global_rng"]
 
@@ -99,14 +99,10 @@ class ProbeRunner:
         self.last_audio: list[tuple[np.ndarray, int]] = []
         self.last_sim: list[float | None] = []
         self.last_dnsmos: list[float | None] = []
-        self.judges = {kind: describe_judge(getattr(settings, kind)) for kind in ("asr", "speaker", "quality")}
         self._recordings = Recordings(settings.audio_dirs)
-        self._judges = ProbeJudges(settings, self.sentences, self._prompts, self._recordings, vocoder, encoder)
-        if settings.notes:
-            from flowkit.console import console
-
-            for note in settings.notes:
-                console.print(f"probe: {note}", markup=False, highlight=False, soft_wrap=True)
+        self._judges = ProbeJudges(settings.judges, self.sentences, self._prompts, self._recordings, vocoder, encoder)
+        self._said = 0  # the panel's notes printed so far
+        self._say_notes()
         # The text gain is measured as training sees the sentences: the run's pairing (a target
         # span, the rest of the clip as prompt) and, on the aligned path, the true unit timings.
         self._gain_batch = None
@@ -119,6 +115,21 @@ class ProbeRunner:
             self._gain_batch = (batch, t, torch.randn(batch.x1.shape, generator=generator))
 
     # ---- pieces ----
+
+    @property
+    def judges(self) -> dict[str, Any]:
+        """Each judge's `flowkit.judges.panel.describe` (None: off), as every record names them."""
+        return self.settings.judges.describe()
+
+    def _say_notes(self) -> None:
+        """Print the panel's notes not printed yet (a default judge not available, or one that
+        failed on first use and is off from then on)."""
+        from flowkit.console import console
+
+        notes = self.settings.judges.notes
+        for note in notes[self._said:]:
+            console.print(f"probe: {note}", markup=False, highlight=False, soft_wrap=True)
+        self._said = len(notes)
 
     def _utterances(self) -> list[Any]:
         from flowkit.synth.sample import Utterance, model_prompt, recorded_labels
@@ -166,6 +177,7 @@ class ProbeRunner:
         with isolated_global_rng():
             out = ceiling_values(self._judges, self._recordings, self.sentences, self._truth, self.vocoder,
                                  self.encoder)
+        self._say_notes()
         out["probe_sentences"] = len(self.sentences)
         out["judges"] = self.judges
         out["probe_s"] = time.perf_counter() - started
@@ -208,6 +220,7 @@ class ProbeRunner:
         self.last_hypotheses = hyps[:n]
         self.last_audio = audios[:n]
         self.last_sim, self.last_dnsmos = sims[:n], ovrl[:n]
+        self._say_notes()
         if gain is not None:
             out["probe_text_gain"] = gain
         out["judges"] = self.judges

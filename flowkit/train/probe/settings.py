@@ -1,7 +1,7 @@
 """``Probe.<field>``: what the intelligibility probe synthesises and which judges score it.
 
-The judges are plugins; "auto" picks the installed default (`flowkit.judges`) and leaves a
-line to print when there is none. Every record names its judges (`describe_judge`).
+The judges are the panel of `flowkit.judges.panel` (the one ``flowkit eval`` scores with):
+"auto" picks the installed default and leaves a note to print when there is none.
 """
 
 from __future__ import annotations
@@ -13,41 +13,12 @@ import attrs
 import gin
 
 from flowkit.errors import ConfigError
+from flowkit.judges.panel import DEFAULT as AUTO
+from flowkit.judges.panel import Judges, build_judges
 
-__all__ = ["AUTO", "PROBE_SPLITS", "ProbeSettings", "describe_judge"]
+__all__ = ["AUTO", "PROBE_SPLITS", "ProbeSettings"]
 
 PROBE_SPLITS = ("val", "train")
-AUTO = "auto"  # Probe.speaker / Probe.quality: the installed default judge, else none
-
-
-def _speaker_judge(value: Any) -> tuple[Any, str | None]:
-    """The speaker judge ``Probe.speaker`` names, and the line to print when "auto" finds none."""
-    if value != AUTO:
-        return value, None
-    from flowkit.judges import default_speaker_judge, unavailable
-
-    judge = default_speaker_judge()
-    return judge, None if judge is not None else f"no probe_sim: {unavailable('speaker')}"
-
-
-def _quality_judge(value: Any) -> tuple[Any, str | None]:
-    """The quality judge ``Probe.quality`` names, and the line to print when "auto" finds none."""
-    if value != AUTO:
-        return value, None
-    from flowkit.judges import default_quality_judge, unavailable
-
-    judge = default_quality_judge()
-    return judge, None if judge is not None else f"no probe_dnsmos: {unavailable('quality')}"
-
-
-def describe_judge(judge: Any) -> dict[str, Any] | None:
-    """``judge.describe()`` (name, model, version); a judge without one is named by its type."""
-    if judge is None:
-        return None
-    describe = getattr(judge, "describe", None)
-    if callable(describe):
-        return dict(describe())
-    return {"name": type(judge).__name__, "model": "unknown", "version": "unknown"}
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
@@ -110,31 +81,26 @@ class ProbeSettings:
     audio_dirs: Sequence[str] = ()
     seed: int = 0
     draws: int = attrs.field(default=1, validator=_positive)
-    #: lines the probe prints once: a default judge that was not available
-    notes: tuple[str, ...] = attrs.field(default=(), init=False, eq=False, repr=False)
+    #: the panel of ``asr``, ``speaker`` and ``quality`` (its notes: a default judge not available)
+    judges: Judges = attrs.field(default=None, init=False, eq=False, repr=False)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Lines the probe prints once: a default judge that was not available."""
+        return tuple(self.judges.notes)
 
     def __attrs_post_init__(self) -> None:
-        notes = []
-        if self.asr is None:
-            from flowkit.judges.choice import default_recognizer, whisper_unavailable
-
-            object.__setattr__(self, "asr", default_recognizer())
-            reason = whisper_unavailable()
-            if reason is not None:
-                notes.append(f"judging with asr.pocketsphinx ({reason})")
-        speaker, note_s = _speaker_judge(self.speaker)
-        quality, note_q = _quality_judge(self.quality)
-        object.__setattr__(self, "speaker", speaker)
-        object.__setattr__(self, "quality", quality)
-        object.__setattr__(self, "notes", tuple(n for n in (*notes, note_s, note_q) if n))
-        if self.speaker is not None and not hasattr(self.speaker, "similarity"):
+        if self.asr is not None and not hasattr(self.asr, "transcribe"):
+            raise ConfigError(f"Probe.asr = {self.asr!r} is not a recogniser; use e.g. @asr.pocketsphinx()")
+        if self.speaker not in (None, AUTO) and not hasattr(self.speaker, "similarity"):
             raise ConfigError(f"Probe.speaker = {self.speaker!r} is not a speaker judge; "
                               "use @speaker.resemblyzer() or None")
-        if self.quality is not None and not hasattr(self.quality, "score"):
+        if self.quality not in (None, AUTO) and not hasattr(self.quality, "score"):
             raise ConfigError(f"Probe.quality = {self.quality!r} is not a quality judge; use @quality.dnsmos() or None")
         if self.split not in PROBE_SPLITS:
             raise ConfigError(f"Probe.split = {self.split!r} is not one of {', '.join(map(repr, PROBE_SPLITS))}")
         if self.cfg_strength < 0:
             raise ConfigError(f"Probe.cfg_strength = {self.cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
-        if not hasattr(self.asr, "transcribe"):
-            raise ConfigError(f"Probe.asr = {self.asr!r} is not a recogniser; use e.g. @asr.pocketsphinx()")
+        panel = build_judges(self.asr, speaker=self.speaker, quality=self.quality)
+        for kind in ("asr", "speaker", "quality", "judges"):
+            object.__setattr__(self, kind, panel if kind == "judges" else getattr(panel, kind))
