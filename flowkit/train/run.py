@@ -44,9 +44,8 @@ from flowkit.console import say, warn
 from flowkit.converters.cpu import choose_cpu_kernels, convert_cpu_kernels
 from flowkit.errors import CheckpointError, ConfigError, DataError, FlowkitError, ResumeError
 from flowkit.train import distributed
-from flowkit.train.adapted import adapter_record, restore_origin
 from flowkit.train.loop import TrainingLoop
-from flowkit.train.origins import InitFrom, Origin, Resume, parent_path, plan_start
+from flowkit.train.origins import InitFrom, Origin, Resume, adapter_record, parent_path, plan_start, restore_origin
 from flowkit.train.parts import RunParts, build_parts, config_names
 from flowkit.train.run_records import checkpoint_meta, run_report, write_workspace
 from flowkit.train.settings import Trainer
