@@ -78,6 +78,22 @@ def read_results(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
     return records
 
 
+def _same(key: str, old: Any, new: Any) -> bool:
+    """Whether a recorded identity value matches this eval's. A judge matches on the fields
+    both records hold (``name``, ``model``, ``version``, and ``decoding`` where both say it),
+    so a record that names fewer of a judge's fields still continues."""
+    if key != "judges" or not isinstance(old, dict) or not isinstance(new, dict) or set(old) != set(new):
+        return old == new
+    for kind, a in old.items():
+        b = new[kind]
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            if a != b:
+                return False
+        elif any(a[k] != b[k] for k in set(a) & set(b)):
+            return False
+    return True
+
+
 def check_identity(out: Path, identity: dict[str, Any], *, record: bool = True) -> None:
     """Refuse to continue results made with other settings (the keys ``identity`` holds);
     with ``record``, write them on a fresh start."""
@@ -91,7 +107,7 @@ def check_identity(out: Path, identity: dict[str, Any], *, record: bool = True) 
             old = None
         if isinstance(old, dict):
             for key in IDENTITY_KEYS:
-                if key in identity and old.get(key) != identity.get(key):
+                if key in identity and not _same(key, old.get(key), identity.get(key)):
                     raise ResumeError(
                         f"{out} holds an eval made with {key} = {old.get(key)!r}, not {identity.get(key)!r}; give "
                         f"another --out, or delete {out} to start over"

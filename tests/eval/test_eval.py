@@ -554,3 +554,19 @@ def test_a_hub_test_list_is_one_line_naming_the_local_folder_it_needs() -> None:
         text = str(info.value)
         assert "\n" not in text and text.startswith("--testset hf://org/seed-tts-eval/en/meta.lst: ")
         assert "hf download org/seed-tts-eval --repo-type dataset" in text
+
+
+def test_an_eval_continues_when_its_record_names_fewer_fields_of_a_judge(tmp_path: Path) -> None:
+    """A judge matches on the fields both identity records hold; a different model is refused."""
+    import json
+
+    from flowkit.errors import ResumeError
+    from flowkit.evaluation.folder import IDENTITY, check_identity
+
+    whisper = {"name": "asr.whisper", "model": "Systran/faster-whisper-tiny.en", "version": "faster-whisper 1.2.1"}
+    (tmp_path / IDENTITY).write_text(json.dumps({"seed": 0, "judges": {"asr": whisper, "speaker": None}}))
+    check_identity(tmp_path, {"seed": 0, "judges": {"asr": {**whisper, "decoding": "beam 1"}, "speaker": None}})
+    with pytest.raises(ResumeError, match="judges"):
+        check_identity(tmp_path, {"seed": 0, "judges": {"asr": {**whisper, "model": "base"}, "speaker": None}})
+    with pytest.raises(ResumeError, match="judges"):
+        check_identity(tmp_path, {"seed": 0, "judges": {"asr": whisper, "speaker": whisper}})
