@@ -8,7 +8,7 @@ the run's schedule, solver with its sway, vocoder), read the test list
 encode each prompt, build the conditions (`flowkit.synth.sample.inference_conditions`:
 the target length from the duration head on the aligned path, else the prompt's frames
 per character, as F5-TTS estimates it), integrate the flow from each utterance's own
-noise, vocode, write the WAV atomically, judge it (`flowkit.judges.panel.clip_scores`) and append
+noise, vocode, write the WAV atomically, judge it (`flowkit.judges.records.clip_scores`) and append
 its line to ``results.jsonl``. At the end: totals (`totals`), ``summary.json``, ``eval.md``
 and ``eval.html`` (`flowkit.evaluation.render`).
 """
@@ -38,12 +38,12 @@ from flowkit.evaluation.folder import (
     recorded_kernels,
     result_record,
 )
-from flowkit.evaluation.scores import totals
 from flowkit.evaluation.settings import EvalSettings
 from flowkit.evaluation.synthesis import Synthesiser, batches, check_texts
 from flowkit.evaluation.testset import TestSet, read_testset
 from flowkit.io import file_sha256
-from flowkit.judges.panel import Judges, build_judges, clip_scores
+from flowkit.judges.panel import Judges, build_judges
+from flowkit.judges.records import clip_scores, totals
 
 __all__ = ["EvalOutcome", "evaluate"]
 

@@ -14,23 +14,21 @@ the same way, the same scores per clip and the same pooled error rates.
   scores are None from then on.
 - `describe`: what a judge is (``name``, ``model``, ``version`` and whatever else its
   ``describe()`` says), recorded beside every score.
-- `clip_scores`: every score of one clip; `pooled_rates`: corpus WER and CER over clips,
-  per language and over all (`flowkit.judges.scoring`).
+
+What a scored clip's record holds, and the totals over records: `flowkit.judges.records`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import numpy as np
 
 from flowkit.errors import ConfigError, FlowkitError
-from flowkit.judges.scoring import ErrorRates
 
-__all__ = ["DEFAULT", "EXTRA_HINT", "Judges", "PooledRates", "build_judges", "clip_scores", "describe",
-           "pooled_rates"]
+__all__ = ["DEFAULT", "EXTRA_HINT", "Judges", "build_judges", "describe"]
 
 EXTRA_HINT = "pip install 'flowkit[eval]'"
 DEFAULT = "auto"  # a speaker or quality judge: the installed default, else none (with a note)
@@ -179,64 +177,3 @@ def build_judges(asr: Any = None, *, language: str = "en", speaker: Any = DEFAUL
         quality=_judge("quality", quality, notes, threads=quality_threads),
         notes=notes,
     )
-
-
-def clip_scores(judges: Judges, audio: np.ndarray, sr: int, text: str, language: str,
-                prompt: tuple[np.ndarray, int], target: tuple[np.ndarray, int] | None) -> dict[str, Any]:
-    """Every score of one clip ``audio [samples]`` at ``sr`` Hz that should say ``text``:
-    ``hypothesis``, ``wer``/``cer`` with the ``words``/``chars`` they divide by (None where
-    not scored), the recogniser (``asr``) and the rate that stands for the language
-    (``error_metric``), ``sim`` to ``prompt`` and ``sim_target`` to ``target`` (recordings
-    ``(audio, rate)``), DNSMOS ``dnsmos`` (OVRL), ``dnsmos_sig``, ``dnsmos_bak``."""
-    from flowkit.judges.scoring import error_rates, headline_metric
-
-    hypothesis = judges.transcribe(audio, sr, language)
-    out: dict[str, Any] = {"hypothesis": hypothesis, "wer": None, "cer": None, "words": None, "chars": None}
-    if hypothesis is not None:
-        try:
-            r = error_rates([text], [hypothesis], language or "en")
-            out.update(wer=r.wer, cer=r.cer, words=r.words, chars=r.chars)
-        except ConfigError:  # the reference normalises to nothing (only punctuation): nothing to score
-            out.update(words=0, chars=0)
-    out["asr"], out["error_metric"] = judges.asr_label(), headline_metric(language)
-    out["sim"] = judges.similarity(audio, sr, *prompt)
-    out["sim_target"] = None if target is None else judges.similarity(audio, sr, *target)
-    quality = judges.quality_scores(audio, sr) or {}
-    out["dnsmos"], out["dnsmos_sig"], out["dnsmos_bak"] = quality.get("ovrl"), quality.get("sig"), quality.get("bak")
-    if "p808" in quality:
-        out["dnsmos_p808"] = quality["p808"]
-    return out
-
-
-@attrs.frozen
-class PooledRates:
-    """Corpus error rates over clips: over every language (None: nothing scored) and per language."""
-
-    wer: float | None
-    cer: float | None
-    words: int
-    chars: int
-    languages: dict[str, ErrorRates]
-
-
-def pooled_rates(texts: Sequence[str], hypotheses: Sequence[str | None], languages: Sequence[str]) -> PooledRates:
-    """WER and CER of ``hypotheses`` against ``texts``, pooled per language (the edits of all
-    its clips over their reference words or characters, `flowkit.judges.scoring.error_rates`)
-    and over all languages (each language's edits summed); a clip without a hypothesis, and
-    a language whose references normalise to nothing, are left out."""
-    from flowkit.judges.scoring import error_rates
-
-    per: dict[str, ErrorRates] = {}
-    for lang in sorted(set(languages)):
-        pos = [k for k, h in enumerate(hypotheses) if languages[k] == lang and h is not None]
-        if not pos:
-            continue
-        try:
-            per[lang] = error_rates([texts[k] for k in pos], [hypotheses[k] for k in pos], lang or "en")
-        except ConfigError:
-            continue
-    words = sum(r.words for r in per.values())
-    chars = sum(r.chars for r in per.values())
-    wer = sum(r.wer * r.words for r in per.values()) / words if words else None
-    cer = sum(r.cer * r.chars for r in per.values()) / chars if chars else None
-    return PooledRates(wer=wer, cer=cer, words=words, chars=chars, languages=per)

@@ -1,15 +1,16 @@
 """The report's intelligibility section: does the model say the words, and does it use its text?
 
 Reads what the training probe wrote (`flowkit.train.probe`): ``probe`` and
-``probe_ceiling`` records of ``metrics.jsonl``, and the sentences with their audio under
-``probe/latest`` and ``probe/best``. Shows the probe WER over steps with the two ceilings
-(ground truth raw, and through the run's vocoder), the text gain over steps
-(``text_gain`` of the evaluation, ``probe_text_gain`` of the probe), a sentence in words
-saying whether the model uses its text yet, and the probe sentences — reference,
-hypothesis, audio — of the best (lowest WER) and of the latest probe. Where the probe had
-a speaker and a quality judge, the speaker similarity to the prompt (``probe_sim``) and
-DNSMOS OVRL (``probe_dnsmos``) over steps with the same two ceilings. A line names the
-judges (name, model, package version) the records say scored them.
+``probe_ceiling`` records of ``metrics.jsonl``, and the sentences' records with their audio
+under ``probe/latest`` and ``probe/best`` (laid out as ``flowkit eval`` folders). Shows the
+probe WER over steps with the two ceilings (ground truth raw, and through the run's
+vocoder), the text gain over steps (``text_gain`` of the evaluation, ``probe_text_gain`` of
+the probe), a sentence in words saying whether the model uses its text yet, and the probe
+sentences — reference, hypothesis, its WER, SIM and DNSMOS, audio — of the best (lowest
+WER) and of the latest probe. Where the probe had a speaker and a quality judge, the
+speaker similarity to the prompt (``probe_sim``) and DNSMOS OVRL (``probe_dnsmos``) over
+steps with the same two ceilings. A line names the judges (name, model, package version)
+the records say scored them.
 """
 
 from __future__ import annotations
@@ -101,14 +102,33 @@ def ceiling_curves(run: RunDir, metric: str, span: list[int]) -> list[Curve]:
     return curves
 
 
-def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
+def _probe_folder(folder: Path) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """``(summary, records)`` of a probe folder (``summary.json`` and ``results.jsonl``,
+    `flowkit.train.probe.outputs`), or of one that keeps its sentences in ``sentences.json``
+    (``segment_id``/``reference`` for ``utt``/``text``); None when neither reads."""
+    try:
+        summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        lines = (folder / "results.jsonl").read_text(encoding="utf-8").splitlines()
+        return summary, [json.loads(line) for line in lines if line.strip()]
+    except (OSError, ValueError):
+        pass
     try:
         doc = json.loads((folder / "sentences.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
+        return None
+    rows = [{**row, "utt": row.get("segment_id", ""), "text": row.get("reference", "")}
+            for row in doc.get("sentences", []) if isinstance(row, dict)]
+    return doc, rows
+
+
+def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
+    found = _probe_folder(folder)
+    if found is None or not isinstance(found[0], dict):
         return []
-    values = doc.get("values", {})
+    doc, sentences = found
+    values = doc.get("values") if isinstance(doc.get("values"), dict) else {}
     wer = values.get("probe_wer")
-    hyps = [str(x.get("hypothesis") or "").strip() for x in doc.get("sentences", [])]
+    hyps = [str(x.get("hypothesis") or "").strip() for x in sentences]
     if label == "Best" and ((isinstance(wer, (int, float)) and not heard_anything(wer)) or not any(hyps)):
         # the first probe is always kept as the best one: it is no best while nothing was heard
         shown = f"{wer:.3f}" if isinstance(wer, (int, float)) else "unknown"
@@ -117,23 +137,22 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
     title = (f"{label} probe (step {doc.get('step')}, WER {wer:.3f})" if isinstance(wer, (int, float))
              else f"{label} probe")
     rows, blocks = [], []
-    sentences = doc.get("sentences", [])
-    judged = [key for key in ("sim", "dnsmos") if any(isinstance(s.get(key), (int, float)) for s in sentences)]
+    judged = [key for key in ("wer", "sim", "dnsmos") if any(isinstance(s.get(key), (int, float)) for s in sentences)]
     for k, s in enumerate(sentences):
-        rows.append([s.get("segment_id", ""), s.get("reference", ""), s.get("hypothesis") or "(nothing heard)",
+        rows.append([s.get("utt", ""), s.get("text", ""), s.get("hypothesis") or "(nothing heard)",
                      *(f"{s[key]:.3f}" if isinstance(s.get(key), (int, float)) else "-" for key in judged)])
         audio = folder / str(s.get("audio", ""))
         if s.get("audio") and audio.is_file():
             blocks.append(SampleBlock(
-                title=f"{label}: {s.get('segment_id')}",
-                caption=f'reference "{s.get("reference")}" — heard "{s.get("hypothesis") or ""}" '
+                title=f"{label}: {s.get('utt')}",
+                caption=f'reference "{s.get("text")}" — heard "{s.get("hypothesis") or ""}" '
                         f'(prompt {s.get("prompt") or "none"}, step {doc.get("step")})',
                 figures=[],
                 audios=[(f"generated, step {doc.get('step')}",
                          Audio(audio.read_bytes(), f"{prefix}probe-{label.lower()}-{k + 1}.wav"))],
             ))
     header = ["segment", "reference", "hypothesis",
-              *({"sim": "SIM to prompt", "dnsmos": "DNSMOS OVRL"}[k] for k in judged)]
+              *({"wer": "WER", "sim": "SIM to prompt", "dnsmos": "DNSMOS OVRL"}[k] for k in judged)]
     return [Note(title), Table(header, rows), *blocks]
 
 

@@ -54,7 +54,8 @@ def test_it_hears_real_clips_in_their_language(base_whisper, corpus_dir) -> None
 
 
 def test_the_headline_rate_and_the_judge_are_in_every_record() -> None:
-    from flowkit.judges.panel import Judges, clip_scores
+    from flowkit.judges.panel import Judges
+    from flowkit.judges.records import clip_scores
 
     assert headline_metric("zh") == "cer" and headline_metric("ja-JP") == "cer"
     assert headline_metric("es") == "wer" and headline_metric("") == "wer"

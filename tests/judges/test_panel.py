@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from flowkit.errors import ConfigError
-from flowkit.judges.panel import Judges, build_judges, describe, pooled_rates
+from flowkit.judges.panel import Judges, build_judges, describe
+from flowkit.judges.records import pooled_rates
 from flowkit.judges.scoring import error_rates
 
 

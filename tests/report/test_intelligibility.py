@@ -22,14 +22,22 @@ def _add_probe(run: Path, gains: list[float]) -> None:
         records.append({"kind": "probe", "step": step, "probe_wer": 1.0 - 0.3 * k, "probe_cer": 0.9 - 0.3 * k,
                         "probe_text_gain": gain, "probe_s": 2.0})
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    for sub, step in (("best", 20), ("latest", 20)):
-        folder = run / "probe" / sub
-        folder.mkdir(parents=True)
-        (folder / "a.wav").write_bytes(wav_bytes(np.zeros(1600, np.float32), 16000))
-        doc = {"step": step, "values": {"probe_wer": 0.4}, "sentences": [
-            {"segment_id": "a", "language": "en", "reference": "press one", "hypothesis": "press won",
-             "prompt": "b", "audio": "a.wav"}]}
-        (folder / "sentences.json").write_text(json.dumps(doc))
+    # probe/latest as the trainer writes it (an eval folder: summary.json, results.jsonl, wavs/);
+    # probe/best as a run that kept its sentences in sentences.json: the report reads both
+    latest = run / "probe" / "latest"
+    (latest / "wavs").mkdir(parents=True)
+    (latest / "wavs" / "a.wav").write_bytes(wav_bytes(np.zeros(1600, np.float32), 16000))
+    (latest / "summary.json").write_text(json.dumps({"step": 20, "values": {"probe_wer": 0.4}, "totals": {}}))
+    (latest / "results.jsonl").write_text(json.dumps(
+        {"utt": "a", "language": "en", "text": "press one", "hypothesis": "press won", "wer": 0.5, "prompt": "b",
+         "audio": "wavs/a.wav"}) + "\n")
+    best = run / "probe" / "best"
+    best.mkdir(parents=True)
+    (best / "a.wav").write_bytes(wav_bytes(np.zeros(1600, np.float32), 16000))
+    doc = {"step": 20, "values": {"probe_wer": 0.4}, "sentences": [
+        {"segment_id": "a", "language": "en", "reference": "press one", "hypothesis": "press won",
+         "prompt": "b", "audio": "a.wav"}]}
+    (best / "sentences.json").write_text(json.dumps(doc))
 
 
 def _section(doc, title: str):
@@ -47,7 +55,8 @@ def test_probe_curve_ceilings_and_sentences(tmp_path: Path) -> None:
     assert "1.33x" in notes and "recorded ground truth 0.250" in notes
     assert "The model uses its text" in notes
     tables = [b for b in section.blocks if isinstance(b, Table)]
-    assert [t.rows[0][1:] for t in tables] == [["press one", "press won"]] * 2
+    assert [t.rows[0][1:] for t in tables] == [["press one", "press won"], ["press one", "press won", "0.500"]]
+    assert tables[1].header[-1] == "WER"  # the latest probe's records score each sentence
     samples = [b for b in section.blocks if isinstance(b, SampleBlock)]
     assert len(samples) == 2 and samples[0].audios[0][1].wav.startswith(b"RIFF")
     files = write_report([run])
@@ -93,4 +102,4 @@ def test_the_report_names_the_judges_and_plots_sim_and_dnsmos(tmp_path: Path) ->
             "ground truth, recorded 0.810") in notes
     best, latest = [b for b in section.blocks if isinstance(b, Table)]
     assert best.header[-1] == "SIM to prompt" and best.rows[0][-1] == "0.550"
-    assert latest.header == ["segment", "reference", "hypothesis"]
+    assert latest.header == ["segment", "reference", "hypothesis", "WER"]  # no SIM column: not judged there

@@ -68,13 +68,23 @@ def test_probe_records_and_files(probed: Path) -> None:
     assert {"probe_truth_vocoded_sim", "probe_truth_vocoded_sim_ref", "probe_truth_vocoded_dnsmos"} <= set(ceiling[0])
     raw = [json.loads(line) for line in (probed / "metrics.jsonl").read_text().splitlines()]
     assert all(r["probe_s"] > 0 for r in raw if r["kind"] in ("probe", "probe_ceiling"))
-    latest = json.loads((probed / "probe" / "latest" / "sentences.json").read_text())
-    assert latest["step"] == 4 and len(latest["sentences"]) == 2
-    for row in latest["sentences"]:
-        assert row["reference"] and row["hypothesis"] is not None
+    # probe/latest is laid out as a flowkit eval folder: its records, their totals, the WAVs
+    latest = probed / "probe" / "latest"
+    summary = json.loads((latest / "summary.json").read_text())
+    records = [json.loads(line) for line in (latest / "results.jsonl").read_text().splitlines()]
+    assert summary["step"] == 4 and len(records) == 2 and summary["judges"] == judges
+    for row in records:
+        assert row["text"] and row["hypothesis"] is not None and row["asr"].startswith("asr.whisper")
+        assert row["wer"] is not None and row["error_metric"] == "wer"
         assert isinstance(row["sim"], float) and isinstance(row["dnsmos"], float)
-        assert (probed / "probe" / "latest" / row["audio"]).stat().st_size > 1000
-    assert (probed / "probe" / "best" / "sentences.json").is_file()
+        assert (latest / row["audio"]).stat().st_size > 1000
+    # the totals pool the first draw's records as flowkit eval pools its results
+    from flowkit.judges.records import totals
+
+    assert summary["totals"] == totals(records) and summary["totals"]["generated"]["items"] == 2
+    if summary["values"]["probe_wer"] is not None:  # one draw: the logged WER is the records' pooled WER
+        assert summary["totals"]["generated"]["wer"] == pytest.approx(summary["values"]["probe_wer"], abs=1e-12)
+    assert (probed / "probe" / "best" / "summary.json").is_file()
     evals = [r for r in recs if r["kind"] == "eval"]
     assert all(r["text_gain"] == pytest.approx(r["val_loss_ema_notext"] - r["val_loss_ema"]) for r in evals)
 
@@ -180,7 +190,7 @@ def test_probe_pools_its_noise_draws(probed: Path) -> None:
     data.close()
     values = runner.probe(im.model)
     assert len(heard) == 6  # 2 sentences x 3 draws, all scored
-    assert len(runner.last_hypotheses) == 2 and len(runner.last_audio) == 2
+    assert len(runner.last_hypotheses) == 2 and len(runner.last_audio) == 2 and len(runner.last_records) == 2
     assert 0.0 <= values["probe_wer"] and 0.0 <= values["probe_cer"] <= 1.5
     with pytest.raises(ConfigError, match="Probe.draws = 0"):
         ProbeSettings(draws=0)

@@ -3,7 +3,7 @@
 Shape legend: n frames, d latent channels.
 
 The judges are `flowkit.judges.panel.Judges` (the panel ``flowkit eval`` scores with). WER
-and CER are its pooled rates (`flowkit.judges.panel.pooled_rates`) per language
+and CER are pooled as eval pools them (`flowkit.judges.records.pooled_rates`) per language
 (``<prefix>_wer/<lang>``) and over all languages (``<prefix>_wer``). SIM is the cosine
 similarity of a clip's speaker embedding to its prompt's recording (F5-TTS's SIM-o; the
 prompt's latents through the vocoder where its recording is not found) and, as
@@ -48,7 +48,7 @@ class ProbeJudges:
     def score(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str,
               subset: Sequence[int] | None = None) -> tuple[dict[str, float], list[str | None]]:
         """Transcribe ``audios`` (aligned with ``subset`` of the sentences) and score per language."""
-        from flowkit.judges.panel import pooled_rates
+        from flowkit.judges.records import pooled_rates
 
         index = list(range(len(self.sentences))) if subset is None else list(subset)
         said = [self.sentences[i] for i in index]
@@ -77,38 +77,32 @@ class ProbeJudges:
         return self._references[key]
 
     def judge(self, audios: Sequence[tuple[np.ndarray, int]], prefix: str, index: Sequence[int],
-              with_ref: bool = True, rated: int | None = None
-              ) -> tuple[dict[str, float], list[float | None], list[float | None]]:
+              with_ref: bool = True, rated: int | None = None) -> tuple[dict[str, float], list[dict[str, Any]]]:
         """Speaker similarity and quality of ``audios`` (sentences ``index``): ``<prefix>_sim``
         (to the prompt), ``<prefix>_sim_ref`` (to the sentence's recording, when ``with_ref``),
         means over the clips, and ``<prefix>_dnsmos`` (OVRL) with ``_sig``/``_bak``, means over
-        the first ``rated`` clips (None: all); and each clip's similarity to its prompt and
-        OVRL (None where not judged)."""
+        the first ``rated`` clips (None: all); and per clip ``{"sim", "sim_target", "quality"}``
+        (its similarity to its prompt and to its recording, its DNSMOS; None where not judged)."""
         from flowkit.judges.speaker import cosine
 
         out: dict[str, float] = {}
-        n = len(audios)
-        sims: list[float | None] = [None] * n
-        ovrl: list[float | None] = [None] * n
-        refs = []
-        for k, ((audio, sr), i) in enumerate(zip(audios, index, strict=True)):
+        clips: list[dict[str, Any]] = [{"sim": None, "sim_target": None, "quality": None} for _ in audios]
+        for clip, (audio, sr), i in zip(clips, audios, index, strict=True):
             emb = self.judges.embed(audio, sr)
             if emb is None:
                 break
             prompt = self._reference("prompt", i)
-            if prompt is not None:
-                sims[k] = cosine(emb, prompt)
             ref = self._reference("ref", i) if with_ref else None
-            if ref is not None:
-                refs.append(cosine(emb, ref))
-        judged = [v for v in sims if v is not None]
-        if judged:
-            out[f"{prefix}_sim"] = float(np.mean(judged))
-        if refs:
-            out[f"{prefix}_sim_ref"] = float(np.mean(refs))
-        scores = [q for q in (self.judges.quality_scores(audio, sr) for audio, sr in audios[:rated]) if q]
+            clip["sim"] = None if prompt is None else cosine(emb, prompt)
+            clip["sim_target"] = None if ref is None else cosine(emb, ref)
+        for clip, (audio, sr) in zip(clips, audios[:rated], strict=False):
+            clip["quality"] = self.judges.quality_scores(audio, sr)
+        for key, name in (("sim", "sim"), ("sim_target", "sim_ref")):
+            judged = [c[key] for c in clips if c[key] is not None]
+            if judged:
+                out[f"{prefix}_{name}"] = float(np.mean(judged))
+        scores = [c["quality"] for c in clips if c["quality"]]
         if scores:
-            ovrl[:len(scores)] = [q["ovrl"] for q in scores]
             for key, name in (("ovrl", "dnsmos"), ("sig", "dnsmos_sig"), ("bak", "dnsmos_bak")):
                 out[f"{prefix}_{name}"] = float(np.mean([q[key] for q in scores]))
-        return out, sims, ovrl
+        return out, clips

@@ -95,10 +95,9 @@ class ProbeRunner:
 
             for line in self.warnings:
                 err_console.print(f"warning: {line}", markup=False, highlight=False, soft_wrap=True)
-        self.last_hypotheses: list[str] = []
+        self.last_hypotheses: list[str | None] = []  # the last probe's first draw, one per sentence
         self.last_audio: list[tuple[np.ndarray, int]] = []
-        self.last_sim: list[float | None] = []
-        self.last_dnsmos: list[float | None] = []
+        self.last_records: list[dict[str, Any]] = []  # flowkit.judges.records records of that draw
         self._recordings = Recordings(settings.audio_dirs)
         self._judges = ProbeJudges(settings.judges, self.sentences, self._prompts, self._recordings, vocoder, encoder)
         self._said = 0  # the panel's notes printed so far
@@ -215,11 +214,11 @@ class ProbeRunner:
             out, hyps = self._judges.score(audios, "probe", list(range(n)) * self.settings.draws)
             # DNSMOS of the first draw only: ~1.9 CPU-s per short clip (its 9 s windows of the
             # clip repeated), the costliest judge; SIM pools every draw as WER does (0.06 CPU-s)
-            judged, sims, ovrl = self._judges.judge(audios, "probe", list(range(n)) * self.settings.draws, rated=n)
+            judged, clips = self._judges.judge(audios, "probe", list(range(n)) * self.settings.draws, rated=n)
             out.update(judged)
         self.last_hypotheses = hyps[:n]
         self.last_audio = audios[:n]
-        self.last_sim, self.last_dnsmos = sims[:n], ovrl[:n]
+        self.last_records = self._records(hyps[:n], clips[:n], audios[:n])
         self._say_notes()
         if gain is not None:
             out["probe_text_gain"] = gain
@@ -227,25 +226,28 @@ class ProbeRunner:
         out["probe_s"] = time.perf_counter() - started
         return out
 
+    def _records(self, hyps: list[str | None], clips: list[dict[str, Any]],
+                 audios: list[tuple[np.ndarray, int]]) -> list[dict[str, Any]]:
+        """One `flowkit.judges.records` record per sentence (its first draw), with the
+        sentence's segment, its prompt's segment and the clip's length in seconds."""
+        from flowkit.judges.records import clip_record
+
+        return [
+            {"utt": s.segment_id, "text": s.text, "language": s.language, "prompt": s.prompt_id,
+             "seconds": round(audio.shape[0] / sr, 4),
+             **clip_record(self.settings.judges, s.text, s.language, hyp, clip["sim"], clip["sim_target"],
+                           clip["quality"])}
+            for s, hyp, clip, (audio, sr) in zip(self.sentences, hyps, clips, audios, strict=True)
+        ]
+
     @staticmethod
-    def improves(wer: float, best_folder: Path) -> bool:
-        """Whether ``wer`` is below the WER kept in ``best_folder`` (True when there is none)."""
+    def improves(wer: float | None, best_folder: Path) -> bool:
+        """Whether ``wer`` is below the WER kept in ``best_folder`` (True when there is none;
+        False for no WER, e.g. the recogniser off, while one is kept)."""
         import json
 
         try:
-            kept = json.loads((Path(best_folder) / "sentences.json").read_text(encoding="utf-8"))["values"]["probe_wer"]
+            kept = json.loads((Path(best_folder) / "summary.json").read_text(encoding="utf-8"))["values"]["probe_wer"]
         except (OSError, ValueError, KeyError, TypeError):
             return True
-        return wer < float(kept)
-
-    def sentence_table(self) -> list[dict[str, Any]]:
-        """The probe sentences with the last probe's hypotheses (for the report)."""
-        def last(values: list[Any], i: int) -> Any:
-            return values[i] if i < len(values) else None
-
-        return [
-            {"segment_id": s.segment_id, "language": s.language, "reference": s.text, "prompt": s.prompt_id,
-             "hypothesis": last(self.last_hypotheses, i), "sim": last(self.last_sim, i),
-             "dnsmos": last(self.last_dnsmos, i)}
-            for i, s in enumerate(self.sentences)
-        ]
+        return wer is not None and (not isinstance(kept, (int, float)) or wer < float(kept))
