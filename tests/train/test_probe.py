@@ -196,6 +196,44 @@ def test_probe_pools_its_noise_draws(probed: Path) -> None:
         ProbeSettings(draws=0)
 
 
+def test_a_recogniser_that_fails_on_first_use_is_turned_off_and_the_probe_goes_on(probed: Path, capsys) -> None:
+    """The probe scores with the eval's panel: a judge whose model turns out missing is one
+    note, its scores are left out, and the probe (and the run) go on."""
+    from flowkit import registry
+    from flowkit.checkpoints import files as checkpoint
+    from flowkit.data.dataset import LatentDataset
+    from flowkit.synth.inference import load_inference_model
+    from flowkit.synth.vocoders import GriffinLim
+    from flowkit.train.probe import ProbeRunner, ProbeSettings
+
+    registry.load_plugins()
+    newest, _ = checkpoint.find_latest(probed / "checkpoints")
+    im = load_inference_model(newest, weights="ema")
+    data = LatentDataset.open(list(im.stores), "train")
+    calls = []
+
+    class Missing:
+        languages = ("en",)
+
+        def transcribe(self, audio, sr, language):
+            calls.append(language)
+            raise ConfigError("asr.missing: no model at /models/none")
+
+    settings = ProbeSettings(asr=Missing(), speaker=None, quality=None, sentences=2, split="train", solver_steps=2)
+    runner = ProbeRunner(settings, data, stats=im.stats, vocab=im.vocab, languages=im.languages,
+                         schedule=im.schedule, solver=im.solver, vocoder=GriffinLim(), encoder=dict(im.encoder),
+                         run_seed=0, device="cpu")
+    data.close()
+    first = runner.probe(im.model)
+    second = runner.probe(im.model)
+    assert len(calls) == 1  # off after its first failure: never asked again
+    assert "probe_wer" not in first and "probe_wer" not in second and first["judges"]["asr"] is None
+    out = capsys.readouterr().out
+    assert out.count("asr judge off (asr.missing: no model at /models/none)") == 1
+    assert [r["hypothesis"] for r in runner.last_records] == [None, None]
+    assert ProbeRunner.improves(None, probed / "probe" / "best") is False  # a best is kept: no WER is no better
+
+
 def test_probe_settings_refuse_bad_values() -> None:
     from flowkit.train.probe import ProbeSettings
 
