@@ -94,6 +94,24 @@ def _same(key: str, old: Any, new: Any) -> bool:
     return True
 
 
+def _judges_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The judges that differ, ``kind: then -> now``, with the ``--asr`` that continues."""
+    def label(judge: Any) -> str:
+        if not isinstance(judge, dict):
+            return "none"
+        return " ".join(str(judge.get(k)) for k in ("name", "model") if judge.get(k)) or "unnamed"
+
+    was = old.get("judges") if isinstance(old.get("judges"), dict) else {}
+    now = new.get("judges") if isinstance(new.get("judges"), dict) else {}
+    parts = [f"{kind} {label(was.get(kind))}, now {label(now.get(kind))}" for kind in sorted(set(was) | set(now))
+             if not _same("judges", {kind: was.get(kind)}, {kind: now.get(kind)})]
+    asr = was.get("asr")
+    changed = not _same("judges", {"asr": asr}, {"asr": now.get("asr")})
+    if changed and isinstance(asr, dict) and str(asr.get("name")).startswith("asr."):
+        parts.append(f"--asr {str(asr['name']).removeprefix('asr.')} continues it")
+    return "; ".join(parts) or "their records differ"
+
+
 def check_identity(out: Path, identity: dict[str, Any], *, record: bool = True) -> None:
     """Refuse to continue results made with other settings (the keys ``identity`` holds);
     with ``record``, write them on a fresh start."""
@@ -107,6 +125,9 @@ def check_identity(out: Path, identity: dict[str, Any], *, record: bool = True) 
             old = None
         if isinstance(old, dict):
             for key in IDENTITY_KEYS:
+                if key == "judges" and key in identity and not _same(key, old.get(key), identity.get(key)):
+                    raise ResumeError(f"{out} holds an eval made with other judges: {_judges_change(old, identity)}; "
+                                      f"give another --out, or delete {out} to start over")
                 if key in identity and not _same(key, old.get(key), identity.get(key)):
                     raise ResumeError(
                         f"{out} holds an eval made with {key} = {old.get(key)!r}, not {identity.get(key)!r}; give "

@@ -72,6 +72,13 @@ def _append(path: Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
+def _unjudged(record: dict[str, Any], judges: Judges) -> bool:
+    """Whether ``record`` lacks a score that a judge of ``judges`` gives (it was off then)."""
+    return ((judges.asr is not None and record.get("asr") is None)
+            or (judges.speaker is not None and record.get("sim") is None)
+            or (judges.quality is not None and record.get("dnsmos") is None))
+
+
 def _read_audio(path: Path) -> tuple[np.ndarray, int]:
     """Mono float32 samples ``[samples]`` and the rate of a recording."""
     import soundfile as sf
@@ -206,7 +213,8 @@ def _evaluate(
             console.print(f"sampling {choice.line()}", markup=False, highlight=False, soft_wrap=True)
         check_identity(out, identity)
         results_path = out / RESULTS
-        done = {r["utt"]: r for r in read_results(results_path, repair=True)}
+        # a line scored while a judge was off (it failed on first use) is redone by the judges on now
+        done = {r["utt"]: r for r in read_results(results_path, repair=True) if not _unjudged(r, judges)}
         wanted = {it.utt for it in items}
         skipped = len(wanted & set(done))
         synth = Synthesiser(im, vocoder, settings)
@@ -217,7 +225,7 @@ def _evaluate(
                       f"into {out}; {label}", markup=False, highlight=False, soft_wrap=True)
         names = judges.describe()
         console.print("judges: " + ", ".join(f"{k} {v['name'] if v else 'none'}" for k, v in names.items()),
-                      markup=False, highlight=False)
+                      markup=False, highlight=False, soft_wrap=True)
         for note in judges.notes:
             console.print(note, markup=False, highlight=False, soft_wrap=True)
         notes_before = list(judges.notes)
@@ -258,10 +266,11 @@ def _evaluate(
                     _append(results_path, record)
                     done[item.utt] = record
                     new += 1
+                    for note in judges.notes[len(notes_before):]:  # a judge that failed on first use
+                        console.print(note, markup=False, highlight=False, soft_wrap=True)
+                    notes_before = list(judges.notes)
                     minutes = (time.perf_counter() - started) / 60.0
                     bar.update(1, wer=record.get("wer"), utt_per_min=new / max(minutes, 1e-9))
-        for note in judges.notes[len(notes_before):]:  # a judge that failed on first use
-            console.print(note, markup=False, highlight=False, soft_wrap=True)
     records = [done[it.utt] for it in items if it.utt in done]
     elapsed = time.perf_counter() - started
     summary = {

@@ -9,9 +9,10 @@ the same way, the same scores per clip and the same pooled error rates.
   (``speaker.resemblyzer``) and the quality judge (``quality.dnsmos``) are the installed
   defaults unless another is given or one is turned off; a default that is not installed
   is left out with one note naming the extra.
-- `Judges`: the panel's calls. A judge that turns out unusable on first use (its package
-  or model missing: a `ConfigError` or `ImportError`) is turned off with one note, and its
-  scores are None from then on.
+- `Judges`: the panel's calls. A default judge that turns out unusable on first use (its
+  package or model missing: a `ConfigError` or `ImportError`) is turned off with one note,
+  and its scores are None from then on; a judge the caller named (``--asr whisper``,
+  ``Probe.asr = @asr.whisper()``) raises instead: what was asked for cannot run here.
 - `describe`: what a judge is (``name``, ``model``, ``version`` and whatever else its
   ``describe()`` says), recorded beside every score.
 
@@ -66,6 +67,7 @@ class Judges:
     speaker: Any = None
     quality: Any = None
     notes: list[str] = attrs.Factory(list)  # one line per judge left out, with the extra to install
+    named: frozenset[str] = frozenset()  # the kinds the caller named: their failures raise
 
     def describe(self) -> dict[str, dict[str, str] | None]:
         """Each judge's `describe` (None: off or not installed)."""
@@ -73,12 +75,21 @@ class Judges:
 
     def _guard(self, kind: str, call: Callable[[], Any]) -> Any:
         """``call()``, or None after turning judge ``kind`` off when it turns out not to be
-        usable here (its package or model missing: a `ConfigError` or `ImportError`)."""
+        usable here (its package or model missing: a `ConfigError` or `ImportError`).
+
+        Raises:
+            ConfigError: that failure, for a judge the caller named (``named``).
+        """
         try:
             return call()
         except (ConfigError, ImportError) as exc:
+            why = str(exc).strip()
+            if kind in self.named:
+                raise ConfigError(f"the {kind} judge {describe(getattr(self, kind), kind)['name']} cannot run "
+                                  f"here: {why}") from exc
             setattr(self, kind, None)
-            self.notes.append(f"{kind} judge off ({str(exc).strip()}); its scores are empty; {EXTRA_HINT}")
+            hint = f"; {EXTRA_HINT}" if isinstance(exc, ImportError) and EXTRA_HINT not in why else ""
+            self.notes.append(f"{kind} judge off ({why}); its scores are empty{hint}")
             return None
 
     def asr_label(self) -> str | None:
@@ -163,6 +174,7 @@ def build_judges(asr: Any = None, *, language: str = "en", speaker: Any = DEFAUL
             DEFAULT: `flowkit.judges.choice.default_recognizer` for ``language``.
         language: the language the default recogniser must know.
         speaker, quality: a judge; DEFAULT or True: the installed default; None or False: none.
+            A judge given (a plugin or a name) is named: its failure on first use raises.
         quality_threads: onnxruntime threads of the default DNSMOS (0: the cores, at most 4;
             ``flowkit eval`` scores one clip at a time, training leaves the cores to the step).
 
@@ -171,9 +183,12 @@ def build_judges(asr: Any = None, *, language: str = "en", speaker: Any = DEFAUL
         ConfigError: the recogniser cannot be built here, or ``asr`` has no ``transcribe``.
     """
     notes: list[str] = []
+    named = {kind for kind, value in (("asr", asr), ("speaker", speaker), ("quality", quality))
+             if value is not None and not isinstance(value, bool) and value != DEFAULT}
     return Judges(
         asr=_recogniser(asr, language, notes),
         speaker=_judge("speaker", speaker, notes),
         quality=_judge("quality", quality, notes, threads=quality_threads),
         notes=notes,
+        named=frozenset(named),
     )

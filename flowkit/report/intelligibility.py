@@ -47,7 +47,20 @@ def judges_sentence(run: RunDir) -> str | None:
         judge = records[-1]["judges"].get(kind)
         if isinstance(judge, dict):
             parts.append(f"{what} {judge.get('name')} ({judge.get('model')}, {judge.get('version')})")
-    return ("Judges: " + "; ".join(parts) + ".") if parts else None
+    line = ("Judges: " + "; ".join(parts) + ".") if parts else ""
+    heard = [(r.get("step"), _asr_name(r["judges"].get("asr"))) for r in records if r.get("kind") == "probe"]
+    for (_, before), (step, after) in zip(heard, heard[1:], strict=False):
+        if before != after:
+            line += (f" The recogniser changed at step {step} ({before or 'none'} -> {after or 'none'}): probe WERs "
+                     "before and after are not comparable, nor are they with ceilings another recogniser measured.")
+    return line.strip() or None
+
+
+def _asr_name(judge: Any) -> str | None:
+    """``name model`` of a recorded recogniser, or None (off)."""
+    if not isinstance(judge, dict):
+        return None
+    return " ".join(str(judge.get(k)) for k in ("name", "model") if judge.get(k))
 
 
 def heard_anything(wer: float) -> bool:
@@ -139,7 +152,8 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
     rows, blocks = [], []
     judged = [key for key in ("wer", "sim", "dnsmos") if any(isinstance(s.get(key), (int, float)) for s in sentences)]
     for k, s in enumerate(sentences):
-        rows.append([s.get("utt", ""), s.get("text", ""), s.get("hypothesis") or "(nothing heard)",
+        unheard = "(no recogniser)" if "asr" in s and s.get("asr") is None else "(nothing heard)"
+        rows.append([s.get("utt", ""), s.get("text", ""), s.get("hypothesis") or unheard,
                      *(f"{s[key]:.3f}" if isinstance(s.get(key), (int, float)) else "-" for key in judged)])
         audio = folder / str(s.get("audio", ""))
         if s.get("audio") and audio.is_file():

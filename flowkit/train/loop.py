@@ -434,7 +434,7 @@ class TrainingLoop:
         self.log({"kind": "probe", "step": step, **values})
         root = self.workspace.root / "probe"
         write_probe_outputs(root / "latest", step, values, self.probe)
-        if self.probe.improves(values.get("probe_wer"), root / "best"):
+        if self.probe.improves(values.get("probe_wer"), root / "best", (values.get("judges") or {}).get("asr")):
             write_probe_outputs(root / "best", step, values, self.probe)
         return values
 

@@ -566,7 +566,36 @@ def test_an_eval_continues_when_its_record_names_fewer_fields_of_a_judge(tmp_pat
     whisper = {"name": "asr.whisper", "model": "Systran/faster-whisper-tiny.en", "version": "faster-whisper 1.2.1"}
     (tmp_path / IDENTITY).write_text(json.dumps({"seed": 0, "judges": {"asr": whisper, "speaker": None}}))
     check_identity(tmp_path, {"seed": 0, "judges": {"asr": {**whisper, "decoding": "beam 1"}, "speaker": None}})
-    with pytest.raises(ResumeError, match="judges"):
+    # the refusal names the judge that differs and the --asr that continues
+    with pytest.raises(ResumeError, match="other judges: asr asr.whisper Systran/faster-whisper-tiny.en, now "
+                                         "asr.whisper base; --asr whisper continues it; give another --out"):
         check_identity(tmp_path, {"seed": 0, "judges": {"asr": {**whisper, "model": "base"}, "speaker": None}})
-    with pytest.raises(ResumeError, match="judges"):
+    with pytest.raises(ResumeError, match=r"other judges: speaker none, now asr.whisper Systran.*; give another"):
         check_identity(tmp_path, {"seed": 0, "judges": {"asr": whisper, "speaker": whisper}})
+
+
+def test_lines_scored_while_a_judge_was_off_are_redone_on_resume(run_dir: Path, testset: Path, tmp_path: Path,
+                                                                 capsys) -> None:
+    """A default recogniser that fails on first use is turned off with a line printed at once;
+    a rerun with a recogniser that works redoes the lines it left unscored."""
+    class Heard:
+        installed = False
+
+        def transcribe(self, audio, sr, language):
+            if not self.installed:
+                raise ImportError("faster_whisper is not installed")
+            return "hello"
+
+    settings = EvalSettings(nfe=2, cfg=1.0, samples=0, ceilings=False, limit=2)
+    out = tmp_path / "ev"
+    first = evaluate(run_dir, testset, out, settings=settings, judges=Judges(asr=Heard()), progress=False)
+    assert first.evaluated == 2 and first.summary["totals"]["generated"]["wer"] is None
+    assert capsys.readouterr().out.count("asr judge off (faster_whisper is not installed)") == 1
+    Heard.installed = True
+    again = evaluate(run_dir, testset, out, settings=settings, judges=Judges(asr=Heard()), progress=False)
+    assert (again.evaluated, again.skipped) == (2, 0)  # both redone: scored now
+    records = {r["utt"]: r for r in read_results(out / "results.jsonl")}
+    assert [r["hypothesis"] for r in records.values()] == ["hello", "hello"]
+    assert again.summary["totals"]["generated"]["wer"] is not None
+    third = evaluate(run_dir, testset, out, settings=settings, judges=Judges(asr=Heard()), progress=False)
+    assert (third.evaluated, third.skipped) == (0, 2)

@@ -56,6 +56,18 @@ def test_a_judge_that_fails_on_first_use_is_turned_off_with_one_note() -> None:
     assert judges.describe()["speaker"] is None
 
 
+def test_a_named_judge_that_fails_raises_with_its_reason() -> None:
+    class Missing:
+        def transcribe(self, audio, sr, language):
+            raise ConfigError("asr.missing: no model at /models/none")
+
+    panel = build_judges(Missing(), speaker=None, quality=None)
+    assert panel.named == {"asr"}
+    with pytest.raises(ConfigError, match="the asr judge Missing cannot run here: asr.missing: no model"):
+        panel.transcribe(np.zeros(160, np.float32), 16000, "en")
+    assert panel.asr is not None and panel.notes == []
+
+
 def test_build_judges_takes_judges_names_or_none() -> None:
     class Heard:
         def transcribe(self, audio, sr, language):

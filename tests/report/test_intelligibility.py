@@ -103,3 +103,18 @@ def test_the_report_names_the_judges_and_plots_sim_and_dnsmos(tmp_path: Path) ->
     best, latest = [b for b in section.blocks if isinstance(b, Table)]
     assert best.header[-1] == "SIM to prompt" and best.rows[0][-1] == "0.550"
     assert latest.header == ["segment", "reference", "hypothesis", "WER"]  # no SIM column: not judged there
+
+
+def test_the_report_says_when_the_recogniser_changed(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "run", "completed", steps=20, total=20)
+    _add_probe(run, [0.0, 0.01, 0.05])
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    whisper = {"name": "asr.whisper", "model": "Systran/faster-whisper-tiny.en", "version": "1"}
+    sphinx = {"name": "asr.pocketsphinx", "model": "en-us", "version": "5"}
+    for r in records:
+        if r["kind"] in ("probe", "probe_ceiling"):
+            r["judges"] = {"asr": sphinx if r["step"] == 20 else whisper}
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    notes = " ".join(b.text for b in _section(build_document([run]), "Intelligibility").blocks if isinstance(b, Note))
+    assert ("The recogniser changed at step 20 (asr.whisper Systran/faster-whisper-tiny.en -> asr.pocketsphinx "
+            "en-us): probe WERs before and after are not comparable") in notes

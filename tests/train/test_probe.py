@@ -196,12 +196,15 @@ def test_probe_pools_its_noise_draws(probed: Path) -> None:
         ProbeSettings(draws=0)
 
 
-def test_a_recogniser_that_fails_on_first_use_is_turned_off_and_the_probe_goes_on(probed: Path, capsys) -> None:
-    """The probe scores with the eval's panel: a judge whose model turns out missing is one
-    note, its scores are left out, and the probe (and the run) go on."""
+def test_a_default_recogniser_that_fails_on_first_use_is_turned_off_a_named_one_stops(probed: Path, capsys,
+                                                                                     monkeypatch) -> None:
+    """The probe scores with the eval's panel: a default judge whose model turns out missing is
+    one note, its scores are left out, and the probe (and the run) go on; a judge the config
+    names stops the run with the reason instead."""
     from flowkit import registry
     from flowkit.checkpoints import files as checkpoint
     from flowkit.data.dataset import LatentDataset
+    from flowkit.judges import choice
     from flowkit.synth.inference import load_inference_model
     from flowkit.synth.vocoders import GriffinLim
     from flowkit.train.probe import ProbeRunner, ProbeSettings
@@ -209,7 +212,6 @@ def test_a_recogniser_that_fails_on_first_use_is_turned_off_and_the_probe_goes_o
     registry.load_plugins()
     newest, _ = checkpoint.find_latest(probed / "checkpoints")
     im = load_inference_model(newest, weights="ema")
-    data = LatentDataset.open(list(im.stores), "train")
     calls = []
 
     class Missing:
@@ -219,19 +221,48 @@ def test_a_recogniser_that_fails_on_first_use_is_turned_off_and_the_probe_goes_o
             calls.append(language)
             raise ConfigError("asr.missing: no model at /models/none")
 
-    settings = ProbeSettings(asr=Missing(), speaker=None, quality=None, sentences=2, split="train", solver_steps=2)
-    runner = ProbeRunner(settings, data, stats=im.stats, vocab=im.vocab, languages=im.languages,
-                         schedule=im.schedule, solver=im.solver, vocoder=GriffinLim(), encoder=dict(im.encoder),
-                         run_seed=0, device="cpu")
-    data.close()
-    first = runner.probe(im.model)
-    second = runner.probe(im.model)
+    def runner(settings):
+        data = LatentDataset.open(list(im.stores), "train")
+        try:
+            return ProbeRunner(settings, data, stats=im.stats, vocab=im.vocab, languages=im.languages,
+                               schedule=im.schedule, solver=im.solver, vocoder=GriffinLim(),
+                               encoder=dict(im.encoder), run_seed=0, device="cpu")
+        finally:
+            data.close()
+
+    named = runner(ProbeSettings(asr=Missing(), speaker=None, quality=None, sentences=2, split="train",
+                                 solver_steps=2))
+    with pytest.raises(ConfigError, match="the asr judge Missing cannot run here: asr.missing: no model"):
+        named.probe(im.model)
+    monkeypatch.setattr(choice, "default_recognizer", lambda language="en": Missing())
+    monkeypatch.setattr(choice, "whisper_unavailable", lambda language="en": None)
+    probe = runner(ProbeSettings(speaker=None, quality=None, sentences=2, split="train", solver_steps=2))
+    calls.clear()
+    first = probe.probe(im.model)
+    second = probe.probe(im.model)
     assert len(calls) == 1  # off after its first failure: never asked again
     assert "probe_wer" not in first and "probe_wer" not in second and first["judges"]["asr"] is None
     out = capsys.readouterr().out
-    assert out.count("asr judge off (asr.missing: no model at /models/none)") == 1
-    assert [r["hypothesis"] for r in runner.last_records] == [None, None]
+    assert out.count("asr judge off (asr.missing: no model at /models/none); its scores are empty") == 1
+    assert "transcribed by Missing" in out and "no recogniser (it is off)" in out  # the first probe, the second
+    assert [r["hypothesis"] for r in probe.last_records] == [None, None]
     assert ProbeRunner.improves(None, probed / "probe" / "best") is False  # a best is kept: no WER is no better
+
+
+def test_which_probe_becomes_the_best(tmp_path: Path) -> None:
+    from flowkit.train.probe import ProbeRunner
+
+    whisper = {"name": "asr.whisper", "model": "Systran/faster-whisper-tiny.en", "version": "1"}
+    best = tmp_path / "best"
+    assert ProbeRunner.improves(0.5, best, whisper)  # none kept
+    best.mkdir()
+    (best / "summary.json").write_text(json.dumps({"values": {"probe_wer": 0.4}, "judges": {"asr": whisper}}))
+    assert not ProbeRunner.improves(0.5, best, whisper) and ProbeRunner.improves(0.3, best, whisper)
+    assert not ProbeRunner.improves(None, best, whisper)  # no WER (the recogniser off) is no better
+    # another recogniser's WER is not comparable: the first probe it hears becomes the best
+    assert ProbeRunner.improves(0.9, best, {"name": "asr.pocketsphinx", "model": "en-us", "version": "5"})
+    (best / "summary.json").write_text(json.dumps({"values": {}, "judges": {"asr": None}}))
+    assert ProbeRunner.improves(0.9, best, whisper)  # the kept one has no WER
 
 
 def test_probe_settings_refuse_bad_values() -> None:

@@ -39,7 +39,7 @@ def write_probe_outputs(folder: Path, step: int, values: dict[str, Any], runner:
         (tmp / record["audio"]).write_bytes(wav_bytes(audio, sr))
     lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
     (tmp / PROBE_RESULTS).write_text(lines, encoding="utf-8")
-    summary = {"step": step, "values": {k: v for k, v in values.items() if k != "probe_s"},
+    summary = {"step": step, "values": {k: v for k, v in values.items() if k not in ("probe_s", "judges")},
                "totals": totals(records), "judges": values.get("judges")}
     (tmp / PROBE_SUMMARY).write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     old = folder.with_name(folder.name + ".old")

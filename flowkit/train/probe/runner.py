@@ -40,14 +40,14 @@ def isolated_global_rng() -> Iterator[None]:
             np.random.set_state(np_state)
 
 
-def _announce(what: str, asr: Any) -> None:
+def _announce(what: str, judges: Any) -> None:
     """One line as a probe starts (through flowkit.console, so it lands above the progress
     bar): a step-0 probe and its ceiling take ~100 s on a loaded CPU and look like a hang."""
     from flowkit.console import console
 
-    describe = getattr(asr, "describe", None)
-    name = describe().get("name") if callable(describe) else type(asr).__name__
-    console.print(f"probe: {what}, transcribed by {name} ...", markup=False, highlight=False, soft_wrap=True)
+    found = judges.describe()["asr"]
+    heard = f"transcribed by {found['name']}" if found else "no recogniser (it is off)"
+    console.print(f"probe: {what}, {heard} ...", markup=False, highlight=False, soft_wrap=True)
 
 
 class ProbeRunner:
@@ -172,7 +172,7 @@ class ProbeRunner:
         and raw, and the ``judges`` that scored them."""
         started = time.perf_counter()
         _announce(f"the ceiling: {len(self.sentences)} sentences' ground truth through the vocoder and as recorded",
-                  self.settings.asr)
+                  self.settings.judges)
         with isolated_global_rng():
             out = ceiling_values(self._judges, self._recordings, self.sentences, self._truth, self.vocoder,
                                  self.encoder)
@@ -191,7 +191,7 @@ class ProbeRunner:
         from flowkit.text.vocabs import separator_ids
 
         started = time.perf_counter()
-        _announce(f"synthesising {len(self.sentences)} sentences x {self.settings.draws} draw(s)", self.settings.asr)
+        _announce(f"synthesising {len(self.sentences)} sentences x {self.settings.draws} draw(s)", self.settings.judges)
         was_training = model.training
         weights = ema.swapped_in(model) if ema is not None else contextlib.nullcontext()
         with isolated_global_rng(), torch.no_grad(), weights:
@@ -241,13 +241,27 @@ class ProbeRunner:
         ]
 
     @staticmethod
-    def improves(wer: float | None, best_folder: Path) -> bool:
-        """Whether ``wer`` is below the WER kept in ``best_folder`` (True when there is none;
-        False for no WER, e.g. the recogniser off, while one is kept)."""
+    def improves(wer: float | None, best_folder: Path, asr: dict[str, Any] | None = None) -> bool:
+        """Whether a probe with ``wer``, heard by ``asr`` (its `describe`), replaces the best kept
+        in ``best_folder``: True when none is kept, when the kept one has no WER, or when another
+        recogniser heard it (WERs of two recognisers are not comparable); False without a
+        ``wer``; else whether ``wer`` is lower."""
         import json
 
         try:
-            kept = json.loads((Path(best_folder) / "summary.json").read_text(encoding="utf-8"))["values"]["probe_wer"]
-        except (OSError, ValueError, KeyError, TypeError):
+            kept = json.loads((Path(best_folder) / "summary.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             return True
-        return wer is not None and (not isinstance(kept, (int, float)) or wer < float(kept))
+        if wer is None:
+            return False
+        kept = kept if isinstance(kept, dict) else {}
+        values = kept.get("values") if isinstance(kept.get("values"), dict) else {}
+        kept_wer = values.get("probe_wer")
+        kept_asr = (kept.get("judges") or {}).get("asr") if isinstance(kept.get("judges"), dict) else None
+
+        def named(judge: Any) -> tuple[Any, Any]:
+            return (judge.get("name"), judge.get("model")) if isinstance(judge, dict) else (None, None)
+
+        if not isinstance(kept_wer, (int, float)) or (asr is not None and named(asr) != named(kept_asr)):
+            return True
+        return wer < float(kept_wer)

@@ -41,8 +41,9 @@ class ProbeSettings:
             to the recogniser's token cap). The ground-truth ceiling is measured at step 0
             either way.
         asr: the recogniser (``@asr.whisper()``, ``@asr.pocketsphinx()``); None =
-            `flowkit.judges.choice.default_recognizer` (Whisper when installed, with one line
-            when it falls back to pocketsphinx).
+            `flowkit.judges.choice.default_recognizer` for the first of ``languages`` that is
+            not English, else English (Whisper when installed, with one line when it falls
+            back to pocketsphinx). A recogniser named here that cannot run stops the run.
         speaker: the speaker-similarity judge for ``probe_sim``; "auto" =
             ``speaker.resemblyzer`` when installed (else none, with one line); None = none.
         quality: the quality judge for ``probe_dnsmos``; "auto" = ``quality.dnsmos`` when
@@ -101,6 +102,8 @@ class ProbeSettings:
             raise ConfigError(f"Probe.split = {self.split!r} is not one of {', '.join(map(repr, PROBE_SPLITS))}")
         if self.cfg_strength < 0:
             raise ConfigError(f"Probe.cfg_strength = {self.cfg_strength!r} must be >= 0 (F5-TTS uses 2.0)")
-        panel = build_judges(self.asr, speaker=self.speaker, quality=self.quality)
+        # a recogniser that knows the probed languages: a multilingual Whisper when one is not English
+        language = next((lang for lang in self.languages if lang.split("-")[0] != "en"), "en")
+        panel = build_judges(self.asr, language=language, speaker=self.speaker, quality=self.quality)
         for kind in ("asr", "speaker", "quality", "judges"):
             object.__setattr__(self, kind, panel if kind == "judges" else getattr(panel, kind))
