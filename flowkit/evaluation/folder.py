@@ -21,14 +21,11 @@ import numpy as np
 from flowkit.errors import DataError, ResumeError
 from flowkit.evaluation.testset import TestItem, testset_name
 
-__all__ = ["IDENTITY", "IDENTITY_KEYS", "REJECTIONS", "RESULTS", "SUMMARY", "WAVS", "check_identity", "default_out",
+__all__ = ["IDENTITY", "IDENTITY_KEYS", "REJECTIONS", "check_identity", "default_out",
            "hold_out", "read_results", "recorded_kernels", "result_record"]
 
-RESULTS = "results.jsonl"
 REJECTIONS = "rejections.jsonl"
 IDENTITY = "eval.json"
-SUMMARY = "summary.json"
-WAVS = "wavs"
 # What a resumed eval must share with the results it continues (``limit`` may change).
 IDENTITY_KEYS = ("checkpoint", "step", "weights", "testset", "testset_sha256", "language", "seed", "nfe", "cfg",
                  "batch", "ceilings", "vocoder", "judges")

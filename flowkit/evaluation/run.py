@@ -28,9 +28,6 @@ import numpy as np
 from flowkit.errors import ConfigError, DataError
 from flowkit.evaluation.folder import (
     REJECTIONS,
-    RESULTS,
-    SUMMARY,
-    WAVS,
     check_identity,
     default_out,
     hold_out,
@@ -43,7 +40,7 @@ from flowkit.evaluation.synthesis import Synthesiser, batches, check_texts
 from flowkit.evaluation.testset import TestSet, read_testset
 from flowkit.io import file_sha256
 from flowkit.judges.panel import Judges, build_judges
-from flowkit.judges.records import clip_scores, totals
+from flowkit.judges.records import RESULTS, SUMMARY, WAVS, clip_scores, totals
 
 __all__ = ["EvalOutcome", "evaluate"]
 

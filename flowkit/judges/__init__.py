@@ -17,14 +17,13 @@
 The speaker and quality judges load weights their wheels ship (``pip install flowkit[eval]``);
 nothing is downloaded, and a missing package is one line naming the extra. Each says what it
 is with ``describe()`` (name, model, package version), recorded beside every score.
-`default_speaker_judge` / `default_quality_judge` give the installed one or None.
+`flowkit.judges.panel` builds the panel of judges ``flowkit eval`` and the training probe score
+with; `flowkit.judges.records` holds a scored clip's record and the totals over records.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-__all__ = ["default_quality_judge", "default_speaker_judge", "unavailable"]
+__all__ = ["unavailable"]
 
 
 def unavailable(kind: str) -> str | None:
@@ -41,22 +40,3 @@ def unavailable(kind: str) -> str | None:
     if missing:
         return f"{needs[0]} needs {', '.join(missing)}: pip install 'flowkit[eval]'"
     return None
-
-
-def _default(kind: str, name: str) -> Any:
-    from flowkit import registry
-
-    if unavailable(kind) is not None:
-        return None
-    registry.load_plugins()
-    return registry.build(kind, name)
-
-
-def default_speaker_judge() -> Any:
-    """``speaker.resemblyzer`` when its packages are installed, else None."""
-    return _default("speaker", "resemblyzer")
-
-
-def default_quality_judge() -> Any:
-    """``quality.dnsmos`` when its packages are installed, else None."""
-    return _default("quality", "dnsmos")

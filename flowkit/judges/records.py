@@ -27,7 +27,13 @@ from flowkit.errors import ConfigError
 from flowkit.judges.panel import Judges
 from flowkit.judges.scoring import ErrorRates
 
-__all__ = ["PooledRates", "clip_record", "clip_scores", "pooled_rates", "totals"]
+__all__ = ["RESULTS", "SUMMARY", "WAVS", "PooledRates", "clip_record", "clip_scores", "pooled_rates", "totals"]
+
+# A folder of scored clips (an eval's, a probe's): the records, one JSON line each; the totals
+# with what made them; the clips' audio.
+RESULTS = "results.jsonl"
+SUMMARY = "summary.json"
+WAVS = "wavs"
 
 
 def clip_record(judges: Judges, text: str, language: str, hypothesis: str | None, sim: float | None,
@@ -56,7 +62,11 @@ def clip_record(judges: Judges, text: str, language: str, hypothesis: str | None
 def clip_scores(judges: Judges, audio: np.ndarray, sr: int, text: str, language: str,
                 prompt: tuple[np.ndarray, int], target: tuple[np.ndarray, int] | None) -> dict[str, Any]:
     """`clip_record` of one clip ``audio [samples]`` at ``sr`` Hz, every judge run on it:
-    ``sim`` to ``prompt`` and ``sim_target`` to ``target`` (recordings ``(audio, rate)``)."""
+    ``sim`` to ``prompt`` and ``sim_target`` to ``target`` (recordings ``(audio, rate)``).
+
+    Raises:
+        ConfigError: a judge the caller named cannot run here (`Judges`).
+    """
     hypothesis = judges.transcribe(audio, sr, language)
     sim = judges.similarity(audio, sr, *prompt)
     sim_target = None if target is None else judges.similarity(audio, sr, *target)

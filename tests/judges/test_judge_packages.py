@@ -43,5 +43,8 @@ def test_a_missing_package_is_one_line_naming_the_extra(monkeypatch, hide_packag
         use(fresh)
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == needed else real_spec(n, *a))
     assert judges.unavailable(kind) == f"{kind}.{name} needs {needed}: pip install 'flowkit[eval]'"
-    default = judges.default_quality_judge if kind == "quality" else judges.default_speaker_judge
-    assert default() is None
+    from flowkit.judges.panel import build_judges
+
+    panel = build_judges("pocketsphinx", **{kind: True, ("speaker" if kind == "quality" else "quality"): None})
+    assert getattr(panel, kind) is None  # the default judge is left out
+    assert panel.notes == [f"no {'DNSMOS' if kind == 'quality' else 'SIM'}: {judges.unavailable(kind)}"]

@@ -13,11 +13,12 @@ it (fixed t and noise, EMA weights): above zero when the model uses the text.
 The judges are the panel ``flowkit eval`` scores with (`flowkit.judges.panel`), named in
 every record (``judges``: name, model and package version of each): the recogniser is
 ``Probe.asr`` (default: `flowkit.judges.choice.default_recognizer`, Whisper when
-``flowkit[eval]`` is installed, pocketsphinx otherwise); ``Probe.speaker`` (default ``speaker.resemblyzer``) gives
-``probe_sim``, the cosine similarity of the generated speech to its prompt's recording
-(F5-TTS's SIM-o), and ``probe_sim_ref``, to the sentence's own recording; ``Probe.quality``
-(default ``quality.dnsmos``) gives ``probe_dnsmos`` (DNSMOS P.835 OVRL) with
-``probe_dnsmos_sig`` and ``probe_dnsmos_bak``, of the first noise draw's sentences. A
+``flowkit[eval]`` is installed, pocketsphinx otherwise); ``Probe.speaker`` (default
+``speaker.resemblyzer``) gives ``probe_sim``, the cosine similarity of the generated speech
+to its prompt's recording (F5-TTS's SIM-o), and ``probe_sim_ref``, to the sentence's own
+recording; ``Probe.quality`` (default ``quality.dnsmos``) gives ``probe_dnsmos`` (DNSMOS
+P.835 OVRL) with ``probe_dnsmos_sig`` and ``probe_dnsmos_bak``, of the first noise draw's
+sentences. A
 default judge whose package is missing is left out with one line naming the extra.
 
 Once per run (at its start) a ``kind: "probe_ceiling"`` record gives what a model can

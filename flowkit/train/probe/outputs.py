@@ -11,10 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PROBE_RESULTS", "PROBE_SUMMARY", "write_probe_outputs"]
-
-PROBE_RESULTS = "results.jsonl"
-PROBE_SUMMARY = "summary.json"
+__all__ = ["write_probe_outputs"]
 
 
 def write_probe_outputs(folder: Path, step: int, values: dict[str, Any], runner: Any) -> None:
@@ -26,22 +23,22 @@ def write_probe_outputs(folder: Path, step: int, values: dict[str, Any], runner:
     import json
     import shutil
 
-    from flowkit.judges.records import totals
+    from flowkit.judges.records import RESULTS, SUMMARY, WAVS, totals
     from flowkit.synth.wav import wav_bytes
 
     folder = Path(folder)
     tmp = folder.with_name(folder.name + ".partial")
     shutil.rmtree(tmp, ignore_errors=True)
-    (tmp / "wavs").mkdir(parents=True)
+    (tmp / WAVS).mkdir(parents=True)
     records = [dict(r) for r in runner.last_records]
     for record, (audio, sr) in zip(records, runner.last_audio, strict=True):
-        record["audio"] = f"wavs/{record['utt']}.wav"
+        record["audio"] = f"{WAVS}/{record['utt']}.wav"
         (tmp / record["audio"]).write_bytes(wav_bytes(audio, sr))
     lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in records)
-    (tmp / PROBE_RESULTS).write_text(lines, encoding="utf-8")
+    (tmp / RESULTS).write_text(lines, encoding="utf-8")
     summary = {"step": step, "values": {k: v for k, v in values.items() if k not in ("probe_s", "judges")},
                "totals": totals(records), "judges": values.get("judges")}
-    (tmp / PROBE_SUMMARY).write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
+    (tmp / SUMMARY).write_text(json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8")
     old = folder.with_name(folder.name + ".old")
     shutil.rmtree(old, ignore_errors=True)
     if folder.exists():

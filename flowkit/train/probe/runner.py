@@ -248,8 +248,10 @@ class ProbeRunner:
         ``wer``; else whether ``wer`` is lower."""
         import json
 
+        from flowkit.judges.records import SUMMARY
+
         try:
-            kept = json.loads((Path(best_folder) / "summary.json").read_text(encoding="utf-8"))
+            kept = json.loads((Path(best_folder) / SUMMARY).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return True
         if wer is None:
