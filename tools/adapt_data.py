@@ -12,8 +12,12 @@ Writes into OUT:
                                      the sentences below, written for this recipe, each with
                                      a held-out prompt
     split.json                       the ids of each part and the minutes of training audio
+    replay.lst                       with --replay MANIFEST: REPLAY_CLIPS ids drawn (seeded) from the
+                                     base's own training manifest, for ``flowkit prepare --keep``
 
     python tools/adapt_data.py CORPUS OUT --speaker allison --language en --heldout 20
+    python tools/adapt_data.py CORPUS OUT --speaker allison --language en --replay BASE_CORPUS/manifest.jsonl \
+        --replay-clips 120
 """
 
 from __future__ import annotations
@@ -95,6 +99,25 @@ def _rows(corpus: Path) -> list[list[str]]:
     return [line.split("|") for line in (corpus / "metadata.csv").read_text(encoding="utf-8").splitlines() if line]
 
 
+def _write_replay(manifest: Path, clips: int, seed: int, out: Path, parser: argparse.ArgumentParser) -> dict:
+    """Draw ``clips`` ids of the base's training manifest (seeded) into ``out``, one a line, sorted."""
+    if not manifest.is_file():
+        parser.error(f"--replay {manifest}: no such manifest (give the base's training manifest.jsonl, e.g. "
+                     "tools/speak_cpu.sh's OUT/corpus/manifest.jsonl)")
+    ids = []
+    for n, line in enumerate(manifest.read_text(encoding="utf-8").splitlines(), 1):
+        if line.strip():
+            try:
+                ids.append(str(json.loads(line)["id"]))
+            except (ValueError, KeyError, TypeError):
+                parser.error(f"--replay {manifest}: line {n} is not a JSON object with an 'id'")
+    if clips > len(ids):
+        parser.error(f"--replay-clips {clips}: {manifest} holds {len(ids)} clips; give at most {len(ids)}")
+    chosen = sorted(ids[i] for i in np.random.default_rng(seed).choice(len(ids), clips, replace=False))
+    out.write_text("".join(f"{i}\n" for i in chosen), encoding="utf-8")
+    return {"manifest": str(manifest.resolve()), "clips": len(chosen), "of": len(ids)}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("corpus", type=Path, help="a folder with metadata.csv (id|text|speaker|language) and wavs/")
@@ -104,7 +127,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--heldout", type=int, default=20, help="clips never trained on (prompts and targets), >= 2")
     parser.add_argument("--min-words", type=int, default=4, help="a held-out clip says at least this many words")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--replay", type=Path, help="the base's training manifest (jsonl, an 'id' a line): draw "
+                        "--replay-clips of its ids into OUT/replay.lst")
+    parser.add_argument("--replay-clips", type=int, default=0, help="how many of the base's clips to replay")
     args = parser.parse_args(argv)
+    if args.replay is not None and args.replay_clips < 1:
+        parser.error(f"--replay-clips {args.replay_clips}: give how many of {args.replay}'s clips to replay (>= 1)")
     if args.language not in SENTENCES:
         parser.error(f"--language {args.language!r}: no held-out sentences for it; one of {', '.join(SENTENCES)}")
     if args.heldout < 2:
@@ -148,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "heldout.lst").write_text("\n".join(lines) + "\n", encoding="utf-8")
     split = {"speaker": args.speaker, "language": args.language, "train": [r[0] for r in train],
              "heldout": sorted(held_ids), "train_minutes": round(seconds / 60, 2), "seed": args.seed}
+    if args.replay is not None:
+        split["replay"] = _write_replay(args.replay, args.replay_clips, args.seed, args.out / "replay.lst", parser)
     (args.out / "split.json").write_text(json.dumps(split, indent=1) + "\n", encoding="utf-8")
     print(f"{args.speaker} {args.language}: {len(train)} training clips ({seconds / 60:.1f} min), "
           f"{len(held)} held out; {len(lines)} test lines in {args.out / 'heldout.lst'}")

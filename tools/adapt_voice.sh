@@ -28,7 +28,11 @@
 # ARMS ("base full lora"), TIMINGS (learned: `flowkit align train` on the clips beside the base's
 # training stores, or ALIGN_DATA's, for ALIGN_STEPS (1500), then `align write`; energy:
 # aligner.energy's estimates alone, on which a 600-step full fine-tune of a speak_cpu.gin base
-# lost its words: held-out WER 0.19 -> 1.19).
+# lost its words: held-out WER 0.19 -> 1.19), REPLAY (0: clips of the base's own training corpus
+# mixed into every arm's data, so the fine-tune keeps what the base learned of the words while it
+# learns the voice), REPLAY_MANIFEST (the base's training manifest; default tools/speak_cpu.sh's
+# layout, BASE/../corpus/manifest.jsonl, its TextGrids beside it in textgrids/). A new REPLAY wants
+# a new OUT (the replay store is prepared once).
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: [LANG_CODE=en] [SPEAKER=allison] [STEPS=N] tools/adapt_voice.sh BASE OUT" >&2
@@ -48,6 +52,8 @@ FULL_LR="${FULL_LR:-2e-4}"
 ARMS="${ARMS:-base full lora}"
 TIMINGS="${TIMINGS:-learned}"
 ALIGN_STEPS="${ALIGN_STEPS:-1500}"
+REPLAY="${REPLAY:-0}"
+REPLAY_MANIFEST="${REPLAY_MANIFEST:-$BASE/../corpus/manifest.jsonl}"
 if [ ! -f "$BASE/config.gin" ]; then
   echo "adapt_voice: $BASE is not a run directory (no config.gin); give a base run, e.g. tools/speak_cpu.sh's OUT/run" >&2
   exit 2
@@ -64,7 +70,10 @@ declare -A took
 timed() { local name=$1; shift; local t0=$SECONDS; "$@"; took[$name]=$((SECONDS - t0)); }
 
 stage "data: $SPEAKER in $LANG_CODE, $HELDOUT held out"
-"$PY" tools/adapt_data.py "$CORPUS" "$OUT/data" --speaker "$SPEAKER" --language "$LANG_CODE" --heldout "$HELDOUT"
+replay_args=()
+[ "$REPLAY" -gt 0 ] && replay_args=(--replay "$REPLAY_MANIFEST" --replay-clips "$REPLAY")
+"$PY" tools/adapt_data.py "$CORPUS" "$OUT/data" --speaker "$SPEAKER" --language "$LANG_CODE" --heldout "$HELDOUT" \
+  "${replay_args[@]}"
 
 stage "prepare"
 if [ ! -f "$OUT/data.zarr/zarr.json" ]; then
@@ -91,6 +100,20 @@ if [ "$TIMINGS" = learned ] && [ ! -d "$OUT/data.zarr/timings/learned" ]; then
   timed align_write "$FLOWKIT" align write "$OUT/data.zarr" --run "$OUT/aligner"
 fi
 
+arm_data=(--data "$OUT/data.zarr")
+if [ "$REPLAY" -gt 0 ]; then
+  stage "replay: $REPLAY clips of the base's corpus"
+  if [ ! -f "$OUT/replay.zarr/zarr.json" ]; then
+    grids=()
+    [ -d "$(dirname "$REPLAY_MANIFEST")/textgrids" ] && grids=(--textgrids "$(dirname "$REPLAY_MANIFEST")/textgrids")
+    timed prepare_replay "$FLOWKIT" prepare "$REPLAY_MANIFEST" --out "$OUT/replay.zarr" --keep "$OUT/data/replay.lst" \
+      "${grids[@]}" --align energy --quiet
+  else
+    echo "replay: $OUT/replay.zarr exists"
+  fi
+  arm_data+=(--data "$OUT/replay.zarr")
+fi
+
 eval_args=(--testset "$OUT/data/heldout.lst" --language "$LANG_CODE")
 [ -n "${LIMIT:-}" ] && eval_args+=(--limit "$LIMIT")
 [ -n "${NFE:-}" ] && eval_args+=(--nfe "$NFE")
@@ -103,7 +126,7 @@ fi
 
 train_arm() {  # name, extra bindings...
   local name=$1; shift
-  timed "train_$name" "$FLOWKIT" init-from "$BASE" "$BASE/config.gin" gin/adapt_voice.gin --data "$OUT/data.zarr" \
+  timed "train_$name" "$FLOWKIT" init-from "$BASE" "$BASE/config.gin" gin/adapt_voice.gin "${arm_data[@]}" \
     --out "$OUT/$name" "${steps[@]}" --device cpu "$@"
 }
 

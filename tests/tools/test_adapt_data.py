@@ -37,3 +37,22 @@ def test_held_out_clips_are_never_trained_on(corpus_dir: Path, tmp_path: Path) -
     assert all(Path(x[2]).is_file() for x in lines)
     with pytest.raises(SystemExit):
         tool.main([str(corpus_dir), str(tmp_path / "x"), "--speaker", "allison", "--language", "de"])
+
+
+@pytest.mark.corpus
+def test_replay_draws_the_bases_own_clips(corpus_dir: Path, tmp_path: Path) -> None:
+    manifest = tmp_path / "base" / "manifest.jsonl"
+    manifest.parent.mkdir()
+    manifest.write_text("".join(json.dumps({"id": f"joe_{i:04d}", "audio": f"wavs/joe_{i:04d}.wav", "text": "a"}) + "\n"
+                                for i in range(50)))
+    tool = _tool()
+    args = [str(corpus_dir), str(tmp_path / "a"), "--speaker", "allison", "--language", "en",
+            "--replay", str(manifest), "--replay-clips", "12"]
+    assert tool.main(args) == 0
+    chosen = (tmp_path / "a" / "replay.lst").read_text().split()
+    assert len(set(chosen)) == 12 and chosen == sorted(chosen) and all(c.startswith("joe_") for c in chosen)
+    assert json.loads((tmp_path / "a" / "split.json").read_text())["replay"]["of"] == 50
+    assert tool.main(args) == 0 and (tmp_path / "a" / "replay.lst").read_text().split() == chosen  # seeded
+    for bad in (["--replay-clips", "51"], ["--replay-clips", "0"]):
+        with pytest.raises(SystemExit):
+            tool.main([*args[:-2], *bad])
