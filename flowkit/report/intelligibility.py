@@ -141,7 +141,9 @@ def _sentences(folder: Path, label: str, prefix: str) -> list[Any]:
     doc, sentences = found
     values = doc.get("values") if isinstance(doc.get("values"), dict) else {}
     wer = values.get("probe_wer")
-    hyps = [str(x.get("hypothesis") or "").strip() for x in sentences]
+    # a sentence is heard when its hypothesis holds a word: "." alone (a recogniser's answer to noise) is not
+    hyps = [str(x.get("hypothesis") or "") for x in sentences]
+    hyps = [h if any(c.isalnum() for c in h) else "" for h in hyps]
     if label == "Best" and ((isinstance(wer, (int, float)) and not heard_anything(wer)) or not any(hyps)):
         # the first probe is always kept as the best one: it is no best while nothing was heard
         shown = f"{wer:.3f}" if isinstance(wer, (int, float)) else "unknown"

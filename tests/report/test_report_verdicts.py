@@ -89,6 +89,13 @@ def test_best_probe_is_never_a_step_at_which_nothing_was_heard(tmp_path: Path) -
     assert "Best probe (step 0" not in notes
 
 
+def test_a_hypothesis_without_a_word_is_not_heard(tmp_path: Path) -> None:
+    run = write_synthetic_run(tmp_path / "run", "completed", steps=20, total=20)
+    _probes(run, [1.0, 1.0, 1.0])
+    _best_folder(run, 0, 1.0, " . ")  # a recogniser's answer to noise
+    assert "has WER 1.000 and 0 of 1 sentences heard" in _notes(run)
+
+
 def test_best_probe_is_the_lowest_wer_among_probes_that_heard_words(tmp_path: Path) -> None:
     run = write_synthetic_run(tmp_path / "run", "completed", steps=20, total=20)
     _probes(run, [1.0, 0.8, 0.9])
