@@ -76,7 +76,10 @@ def main(argv: list[str]) -> int:
         rows.append(("recordings (ceiling)", _fmt(ceiling.get("wer")), _fmt(ceiling.get("cer")),
                      _fmt(ceiling.get("sim")), _fmt(ceiling.get("dnsmos"), 2), "-", "-"))
     head = ("arm", "WER", "CER", "SIM", "DNSMOS", "trainable parameters", "checkpoint MB")
-    print(f"\nheld-out list of {out / 'data' / 'heldout.lst'}; judge: {judge or '-'}")
+    split = out / "data" / "split.json"
+    replay = json.loads(split.read_text(encoding="utf-8")).get("replay") if split.is_file() else None
+    mix = f"; each arm's data: + {replay['clips']} of the base's {replay['of']} clips (replay)" if replay else ""
+    print(f"\nheld-out list of {out / 'data' / 'heldout.lst'}; judge: {judge or '-'}{mix}")
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for row in rows:
