@@ -31,8 +31,8 @@
 # lost its words: held-out WER 0.19 -> 1.19), REPLAY (0: clips of the base's own training corpus
 # mixed into every arm's data, so the fine-tune keeps what the base learned of the words while it
 # learns the voice), REPLAY_MANIFEST (the base's training manifest; default tools/speak_cpu.sh's
-# layout, BASE/../corpus/manifest.jsonl, its TextGrids beside it in textgrids/). A new REPLAY wants
-# a new OUT (the replay store is prepared once).
+# layout, BASE/../corpus/manifest.jsonl, its TextGrids beside it in textgrids/; a new REPLAY wants
+# a new OUT, the replay store is prepared once), AVERAGE (1; 0 leaves out the averaged arms).
 set -euo pipefail
 if [ $# -ne 2 ]; then
   echo "usage: [LANG_CODE=en] [SPEAKER=allison] [STEPS=N] tools/adapt_voice.sh BASE OUT" >&2
@@ -53,6 +53,7 @@ ARMS="${ARMS:-base full lora}"
 TIMINGS="${TIMINGS:-learned}"
 ALIGN_STEPS="${ALIGN_STEPS:-1500}"
 REPLAY="${REPLAY:-0}"
+AVERAGE="${AVERAGE:-1}"
 REPLAY_MANIFEST="${REPLAY_MANIFEST:-$BASE/../corpus/manifest.jsonl}"
 if [ ! -f "$BASE/config.gin" ]; then
   echo "adapt_voice: $BASE is not a run directory (no config.gin); give a base run, e.g. tools/speak_cpu.sh's OUT/run" >&2
@@ -143,13 +144,16 @@ sys.exit(0 if sys.argv[2] in json.load(open(r(sys.argv[1]) / "meta.json"))["lang
     full)
       stage "train: full fine-tune"
       train_arm full -b "Trainer.adapter = None" -b "Trainer.lr = $FULL_LR"
-      timed average_full "$FLOWKIT" average "$OUT/full" --last "$K"
       timed eval_full "$FLOWKIT" eval "$OUT/full" "${eval_args[@]}" --out "$OUT/evals/full"
+      [ "$AVERAGE" = 0 ] && continue
+      timed average_full "$FLOWKIT" average "$OUT/full" --last "$K"
       timed eval_full_avg "$FLOWKIT" eval "$(ls -d "$OUT"/full/averaged/last"$K"/step-* | tail -1)" "${eval_args[@]}" \
         --out "$OUT/evals/full-avg" ;;
     lora)
       stage "train: LoRA"
       train_arm lora -b "Trainer.lr = $LORA_LR"
+      timed eval_lora "$FLOWKIT" eval "$OUT/lora" "${eval_args[@]}" --out "$OUT/evals/lora"
+      [ "$AVERAGE" = 0 ] && continue
       # adapter checkpoints average as what they are on the base: merged, then averaged
       merged=()
       for ck in $(ls -d "$OUT"/lora/checkpoints/step-* | tail -n "$K"); do
@@ -157,7 +161,6 @@ sys.exit(0 if sys.argv[2] in json.load(open(r(sys.argv[1]) / "meta.json"))["lang
         merged+=("$OUT/lora/merged/$(basename "$ck")")
       done
       timed average_lora "$FLOWKIT" average "${merged[@]}" --out "$OUT/lora/averaged/last$K"
-      timed eval_lora "$FLOWKIT" eval "$OUT/lora" "${eval_args[@]}" --out "$OUT/evals/lora"
       timed eval_lora_avg "$FLOWKIT" eval "$(ls -d "$OUT"/lora/averaged/last"$K"/step-* | tail -1)" "${eval_args[@]}" \
         --out "$OUT/evals/lora-avg" ;;
     *) echo "adapt_voice: unknown arm $arm (base, full, lora)" >&2; exit 2 ;;
